@@ -1,0 +1,408 @@
+//! The `KubeSchedulerConfiguration` (kubescheduler.config.k8s.io/v1) subset this scheduler reads,
+//! and how it becomes [`Profile`]s.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::framework::{Profile, WeightedScore};
+use crate::plugins::registry::{self, ACCEPTED_WITHOUT_EFFECT};
+
+/// The scheduler name pods use when none is configured.
+pub const DEFAULT_SCHEDULER_NAME: &str = "custom-scheduler";
+
+/// A configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// A plugin name that no extension point knows.
+    #[error("profile {profile:?}: unknown plugin {plugin:?} (known: {known})")]
+    UnknownPlugin {
+        /// Profile.
+        profile: String,
+        /// The name.
+        plugin: String,
+        /// Valid names.
+        known: String,
+    },
+    /// Args a plugin rejects.
+    #[error("profile {profile:?}: {source}")]
+    Args {
+        /// Profile.
+        profile: String,
+        /// The cause.
+        #[source]
+        source: crate::plugins::ArgsError,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `KubeSchedulerConfiguration`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerConfiguration {
+    /// Must be `kubescheduler.config.k8s.io/v1` when set.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Must be `KubeSchedulerConfiguration` when set.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Scheduling profiles; one default profile when empty.
+    #[serde(default)]
+    pub profiles: Vec<ProfileConfig>,
+    /// Global share of nodes to score (0 = adaptive); unset evaluates every node.
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<u32>,
+    /// API client settings.
+    #[serde(default)]
+    pub client_connection: ClientConnection,
+    /// Leader election settings.
+    #[serde(default)]
+    pub leader_election: LeaderElection,
+    /// Initial per-pod backoff in seconds (default 1).
+    #[serde(default)]
+    pub pod_initial_backoff_seconds: Option<u64>,
+    /// Maximum per-pod backoff in seconds (default 10).
+    #[serde(default)]
+    pub pod_max_backoff_seconds: Option<u64>,
+}
+
+/// `clientConnection`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientConnection {
+    /// Path of a kubeconfig file.
+    #[serde(default)]
+    pub kubeconfig: Option<String>,
+    /// Sustained queries per second to the API server.
+    #[serde(default)]
+    pub qps: Option<f32>,
+    /// Burst above `qps`.
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+/// `leaderElection`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderElection {
+    /// Whether to elect a leader.
+    #[serde(default)]
+    pub leader_elect: Option<bool>,
+    /// Lease duration, e.g. `15s`.
+    #[serde(default)]
+    pub lease_duration: Option<String>,
+    /// Renew deadline, e.g. `10s`.
+    #[serde(default)]
+    pub renew_deadline: Option<String>,
+    /// Retry period, e.g. `2s`.
+    #[serde(default)]
+    pub retry_period: Option<String>,
+    /// Lease name.
+    #[serde(default)]
+    pub resource_name: Option<String>,
+    /// Lease namespace.
+    #[serde(default)]
+    pub resource_namespace: Option<String>,
+}
+
+/// One profile.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileConfig {
+    /// The scheduler name (default `custom-scheduler`).
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
+    /// Per-profile share of nodes to score.
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<u32>,
+    /// Plugin sets per extension point.
+    #[serde(default)]
+    pub plugins: Plugins,
+    /// Plugin args.
+    #[serde(default)]
+    pub plugin_config: Vec<PluginConfig>,
+}
+
+/// `plugins`: the extension points this scheduler acts on; others are accepted and ignored.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plugins {
+    /// Applies to every extension point a plugin implements.
+    #[serde(default)]
+    pub multi_point: PluginSet,
+    /// Filter.
+    #[serde(default)]
+    pub filter: PluginSet,
+    /// Score.
+    #[serde(default)]
+    pub score: PluginSet,
+    /// Other extension points (preFilter, preScore, bind, ...), validated for names only.
+    #[serde(flatten)]
+    pub other: HashMap<String, PluginSet>,
+}
+
+/// Enabled and disabled plugins of one extension point.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginSet {
+    /// Plugins to add (with weights for scores).
+    #[serde(default)]
+    pub enabled: Vec<PluginRef>,
+    /// Plugins to remove; `*` removes every default.
+    #[serde(default)]
+    pub disabled: Vec<PluginRef>,
+}
+
+/// A plugin name with an optional weight.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginRef {
+    /// Plugin name.
+    pub name: String,
+    /// Score weight.
+    #[serde(default)]
+    pub weight: Option<i64>,
+}
+
+/// `pluginConfig` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginConfig {
+    /// Plugin name.
+    pub name: String,
+    /// Args object.
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+}
+
+impl SchedulerConfiguration {
+    /// Builds every profile (one default profile named `custom-scheduler` when none is listed).
+    pub fn build_profiles(&self) -> Result<Vec<Profile>, ConfigError> {
+        if let Some(v) = &self.api_version {
+            if v != "kubescheduler.config.k8s.io/v1" {
+                return Err(ConfigError::Invalid(format!("apiVersion {v:?} is not kubescheduler.config.k8s.io/v1")));
+            }
+        }
+        if let Some(k) = &self.kind {
+            if k != "KubeSchedulerConfiguration" {
+                return Err(ConfigError::Invalid(format!("kind {k:?} is not KubeSchedulerConfiguration")));
+            }
+        }
+        let defaults = [ProfileConfig::default()];
+        let profiles = if self.profiles.is_empty() { &defaults[..] } else { &self.profiles[..] };
+        let mut out: Vec<Profile> = Vec::new();
+        for p in profiles {
+            let built = build_profile(p, self.percentage_of_nodes_to_score)?;
+            if out.iter().any(|o| o.scheduler_name == built.scheduler_name) {
+                return Err(ConfigError::Invalid(format!("duplicate profile {:?}", built.scheduler_name)));
+            }
+            out.push(built);
+        }
+        Ok(out)
+    }
+}
+
+/// The default profile, as kube-scheduler's, under the given scheduler name.
+pub fn default_profile(scheduler_name: &str) -> Profile {
+    let cfg = ProfileConfig { scheduler_name: Some(scheduler_name.to_string()), ..Default::default() };
+    build_profile(&cfg, None).unwrap_or_else(|_| Profile {
+        scheduler_name: scheduler_name.to_string(),
+        filters: vec![],
+        scores: vec![],
+        percentage_of_nodes_to_score: None,
+    })
+}
+
+fn check_name(profile: &str, name: &str) -> Result<(), ConfigError> {
+    if name == "*" || registry::is_known(name) || ACCEPTED_WITHOUT_EFFECT.contains(&name) {
+        return Ok(());
+    }
+    let mut known: Vec<&str> = registry::DEFAULT_FILTERS.to_vec();
+    known.extend(registry::DEFAULT_SCORES.iter().map(|(n, _)| *n).filter(|n| !registry::has_filter(n)));
+    Err(ConfigError::UnknownPlugin { profile: profile.into(), plugin: name.into(), known: known.join(", ") })
+}
+
+fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool) {
+    for d in &set.disabled {
+        if d.name == "*" {
+            list.clear();
+        } else {
+            list.retain(|(n, _)| *n != d.name);
+        }
+    }
+    for e in &set.enabled {
+        if !fits(&e.name) {
+            continue;
+        }
+        let weight = e.weight.filter(|w| *w != 0).unwrap_or_else(|| registry::default_weight(&e.name));
+        match list.iter_mut().find(|(n, _)| *n == e.name) {
+            Some(entry) => entry.1 = weight,
+            None => list.push((e.name.clone(), weight)),
+        }
+    }
+}
+
+fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, ConfigError> {
+    let name = p.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string());
+    let sets = [&p.plugins.multi_point, &p.plugins.filter, &p.plugins.score];
+    for set in sets.into_iter().chain(p.plugins.other.values()) {
+        for r in set.enabled.iter().chain(&set.disabled) {
+            check_name(&name, &r.name)?;
+        }
+    }
+    let mut filters: Vec<(String, i64)> = registry::DEFAULT_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
+    let mut scores: Vec<(String, i64)> = registry::DEFAULT_SCORES.iter().map(|(n, w)| (n.to_string(), *w)).collect();
+    apply(&mut filters, &p.plugins.multi_point, registry::has_filter);
+    apply(&mut scores, &p.plugins.multi_point, registry::has_score);
+    apply(&mut filters, &p.plugins.filter, registry::has_filter);
+    apply(&mut scores, &p.plugins.score, registry::has_score);
+    for (n, w) in &scores {
+        if !(1..=100).contains(w) {
+            return Err(ConfigError::Invalid(format!(
+                "profile {name:?}: score plugin {n} weight {w} must be in 1..=100"
+            )));
+        }
+    }
+    let mut args: HashMap<&str, &serde_json::Value> = HashMap::new();
+    for pc in &p.plugin_config {
+        check_name(&name, &pc.name)?;
+        if args.insert(pc.name.as_str(), pc.args.as_ref().unwrap_or(&serde_json::Value::Null)).is_some() {
+            return Err(ConfigError::Invalid(format!("profile {name:?}: pluginConfig lists {} twice", pc.name)));
+        }
+    }
+    let mut cache: HashMap<String, registry::Built> = HashMap::new();
+    let mut get = |n: &str| -> Result<registry::Built, ConfigError> {
+        if let Some(b) = cache.get(n) {
+            return Ok(b.clone());
+        }
+        let b = registry::build(n, args.get(n).copied())
+            .map_err(|source| ConfigError::Args { profile: name.clone(), source })?;
+        cache.insert(n.to_string(), b.clone());
+        Ok(b)
+    };
+    // Args of configured plugins are validated even when the plugin is disabled.
+    for pc in &p.plugin_config {
+        if registry::is_known(&pc.name) {
+            get(&pc.name)?;
+        }
+    }
+    let mut profile = Profile {
+        scheduler_name: name.clone(),
+        filters: Vec::new(),
+        scores: Vec::new(),
+        percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(global_pct),
+    };
+    for (n, _) in &filters {
+        if let Some(f) = get(n)?.filter {
+            profile.filters.push(f);
+        }
+    }
+    for (n, w) in &scores {
+        if let Some(s) = get(n)?.score {
+            profile.scores.push(WeightedScore { plugin: s, weight: *w });
+        }
+    }
+    Ok(profile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(v: serde_json::Value) -> SchedulerConfiguration {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn default_profile_matches_kube_scheduler() {
+        let p = default_profile("custom-scheduler");
+        let filters: Vec<&str> = p.filters.iter().map(|f| f.name()).collect();
+        assert_eq!(
+            filters,
+            vec![
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration",
+                "NodeAffinity",
+                "NodePorts",
+                "NodeResourcesFit",
+                "PodTopologySpread",
+                "InterPodAffinity"
+            ]
+        );
+        let scores: Vec<(&str, i64)> = p.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect();
+        assert_eq!(
+            scores,
+            vec![
+                ("TaintToleration", 3),
+                ("NodeAffinity", 2),
+                ("NodeResourcesFit", 1),
+                ("PodTopologySpread", 2),
+                ("InterPodAffinity", 2),
+                ("NodeResourcesBalancedAllocation", 1),
+                ("ImageLocality", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn plugins_can_be_disabled_reweighted_and_configured() {
+        let c = cfg(serde_json::json!({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{
+                "schedulerName": "bin-packer",
+                "plugins": {
+                    "score": {"disabled": [{"name": "ImageLocality"}], "enabled": [{"name": "NodeResourcesFit", "weight": 5}]},
+                    "multiPoint": {"disabled": [{"name": "NodePorts"}]},
+                    "preFilter": {"disabled": [{"name": "VolumeBinding"}]}
+                },
+                "pluginConfig": [{"name": "NodeResourcesFit", "args": {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs",
+                    "scoringStrategy": {"type": "MostAllocated"}
+                }}]
+            }]
+        }));
+        let p = c.build_profiles().unwrap().remove(0);
+        assert_eq!(p.scheduler_name, "bin-packer");
+        assert!(p.filters.iter().all(|f| f.name() != "NodePorts"));
+        assert!(p.scores.iter().all(|s| s.plugin.name() != "ImageLocality"));
+        assert!(p.scores.iter().any(|s| s.plugin.name() == "NodeResourcesFit" && s.weight == 5));
+    }
+
+    #[test]
+    fn star_disables_every_default() {
+        let c = cfg(
+            serde_json::json!({"profiles": [{"plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "ImageLocality"}]}}}]}),
+        );
+        let p = c.build_profiles().unwrap().remove(0);
+        assert_eq!(p.scores.len(), 1);
+        assert_eq!(p.filters.len(), 8);
+    }
+
+    #[test]
+    fn unknown_plugins_and_bad_args_are_clear_errors() {
+        let c = cfg(serde_json::json!({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "NodeMagic"}]}}}]}));
+        let err = c.build_profiles().unwrap_err().to_string();
+        assert!(err.contains("NodeMagic") && err.contains("unknown plugin"), "{err}");
+        let c = cfg(
+            serde_json::json!({"profiles": [{"pluginConfig": [{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 500}}]}]}),
+        );
+        assert!(c.build_profiles().unwrap_err().to_string().contains("hardPodAffinityWeight"));
+        let c = cfg(
+            serde_json::json!({"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {"bogus": 1}}]}]}),
+        );
+        assert!(c.build_profiles().unwrap_err().to_string().contains("bogus"));
+        let c = cfg(serde_json::json!({"apiVersion": "v2"}));
+        assert!(c.build_profiles().is_err());
+    }
+
+    #[test]
+    fn duplicate_profiles_are_rejected() {
+        let c = cfg(serde_json::json!({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}));
+        assert!(c.build_profiles().is_err());
+    }
+}

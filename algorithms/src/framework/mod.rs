@@ -1,0 +1,132 @@
+//! The plugin interfaces and the framework that runs them over all nodes in parallel.
+
+mod normalize;
+mod parallel;
+mod run;
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+pub use normalize::default_normalize;
+pub use parallel::map_nodes;
+pub use run::{EvaluateOptions, Evaluation, FitSummary, PluginScores, evaluate, nodes_to_find, select_host};
+
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+
+/// The highest score a plugin returns after normalization.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// State one plugin computed in PreFilter or PreScore for one pod.
+#[derive(Default)]
+pub struct PluginState(Option<Box<dyn Any + Send + Sync>>);
+
+impl PluginState {
+    /// Wraps a state value.
+    pub fn new<T: Any + Send + Sync>(value: T) -> Self {
+        PluginState(Some(Box::new(value)))
+    }
+
+    /// No state.
+    pub fn none() -> Self {
+        PluginState(None)
+    }
+
+    /// The state, if it is of type `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.as_ref().and_then(|b| b.downcast_ref::<T>())
+    }
+}
+
+/// What a PreFilter produced.
+pub struct PreFilterOutcome {
+    /// Success (run Filter), Skip (do not run Filter) or a rejection of every node.
+    pub status: Status,
+    /// State for Filter.
+    pub state: PluginState,
+    /// When set, only these nodes can fit.
+    pub node_names: Option<HashSet<String>>,
+}
+
+impl PreFilterOutcome {
+    /// Run Filter with this state.
+    pub fn run(state: PluginState) -> Self {
+        PreFilterOutcome { status: Status::success(), state, node_names: None }
+    }
+
+    /// Do not run Filter for this pod.
+    pub fn skip() -> Self {
+        PreFilterOutcome { status: Status::skip(), state: PluginState::none(), node_names: None }
+    }
+
+    /// Reject every node with this status.
+    pub fn reject(status: Status) -> Self {
+        PreFilterOutcome { status, state: PluginState::none(), node_names: None }
+    }
+}
+
+/// A filter (predicate) plugin.
+pub trait FilterPlugin: Send + Sync {
+    /// kube-scheduler's plugin name.
+    fn name(&self) -> &'static str;
+
+    /// Computes per-pod state once; the default runs Filter without state.
+    fn pre_filter(&self, _pod: &PodInfo, _snapshot: &Snapshot) -> PreFilterOutcome {
+        PreFilterOutcome::run(PluginState::none())
+    }
+
+    /// Whether the pod fits on the node, as far as this plugin is concerned.
+    fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status;
+}
+
+/// A score (priority) plugin.
+pub trait ScorePlugin: Send + Sync {
+    /// kube-scheduler's plugin name.
+    fn name(&self) -> &'static str;
+
+    /// Computes per-pod state over the feasible nodes; `Err(Status::skip())` skips scoring.
+    fn pre_score(&self, _pod: &PodInfo, _snapshot: &Snapshot, _feasible: &[usize]) -> Result<PluginState, Status> {
+        Ok(PluginState::none())
+    }
+
+    /// The raw score of one node.
+    fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64;
+
+    /// Maps raw scores to 0..=100 (scores are aligned with the feasible nodes).
+    fn normalize(&self, _state: &PluginState, _scores: &mut [i64]) {}
+}
+
+/// A weighted score plugin.
+#[derive(Clone)]
+pub struct WeightedScore {
+    /// The plugin.
+    pub plugin: Arc<dyn ScorePlugin>,
+    /// Its weight.
+    pub weight: i64,
+}
+
+/// One scheduling profile: the plugins a scheduler name runs.
+#[derive(Clone)]
+pub struct Profile {
+    /// `schedulerName` pods use to select this profile.
+    pub scheduler_name: String,
+    /// Filters, in order; a node's first failing filter decides its reason.
+    pub filters: Vec<Arc<dyn FilterPlugin>>,
+    /// Scores with weights.
+    pub scores: Vec<WeightedScore>,
+    /// Share of nodes to find feasible before stopping; `None` or 100 evaluates every node.
+    pub percentage_of_nodes_to_score: Option<u32>,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile")
+            .field("scheduler_name", &self.scheduler_name)
+            .field("filters", &self.filters.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .field("scores", &self.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect::<Vec<_>>())
+            .finish()
+    }
+}

@@ -1,0 +1,308 @@
+//! One scheduling attempt: PreFilter, Filter, PreScore, Score, NormalizeScore, select.
+
+use std::collections::{BTreeMap, HashSet};
+
+use rand::Rng;
+
+use super::{PluginState, Profile, map_nodes};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+use crate::status::{Code, Status};
+
+/// Reason given to nodes that a PreFilter's node set leaves out.
+pub const FILTERED_BY_PREFILTER: &str = "node(s) didn't satisfy plugin(s) [{}]";
+
+/// The normalized scores of one score plugin, aligned with `Evaluation::feasible`.
+#[derive(Debug, Clone)]
+pub struct PluginScores {
+    /// Plugin name.
+    pub name: &'static str,
+    /// Weight in the total.
+    pub weight: i64,
+    /// Normalized 0..=100 scores (zero when the plugin skipped this pod).
+    pub scores: Vec<i64>,
+    /// Whether PreScore skipped the plugin.
+    pub skipped: bool,
+}
+
+/// Everything one attempt found.
+#[derive(Debug, Clone, Default)]
+pub struct Evaluation {
+    /// Nodes in the snapshot.
+    pub num_nodes: usize,
+    /// A PreFilter that rejected the pod on every node.
+    pub prefilter_rejection: Option<Status>,
+    /// Rejected nodes (index into the snapshot) with their first failing filter's status.
+    pub rejected: Vec<(usize, Status)>,
+    /// Feasible nodes (indexes into the snapshot).
+    pub feasible: Vec<usize>,
+    /// Per-plugin scores over the feasible nodes.
+    pub scores: Vec<PluginScores>,
+    /// Weighted totals, aligned with `feasible`.
+    pub totals: Vec<i64>,
+    /// The chosen node (index into the snapshot).
+    pub selected: Option<usize>,
+    /// An internal error that stopped the attempt.
+    pub error: Option<Status>,
+}
+
+/// Options for one attempt.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EvaluateOptions {
+    /// Score even when only one node is feasible (kube-scheduler skips it; `explain` wants it).
+    pub always_score: bool,
+}
+
+/// kube-scheduler's FitError histogram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FitSummary {
+    /// Nodes in the cluster.
+    pub num_nodes: usize,
+    /// Reason to number of nodes rejected for it.
+    pub reasons: BTreeMap<String, usize>,
+    /// A PreFilter's message, which replaces the per-node reasons.
+    pub prefilter_message: Option<String>,
+}
+
+impl FitSummary {
+    /// "0/N nodes are available: 1 reason, 2 other reason."
+    pub fn message(&self) -> String {
+        let mut msg = format!("0/{} nodes are available:", self.num_nodes);
+        if let Some(pre) = &self.prefilter_message {
+            msg.push_str(&format!(" {pre}."));
+            return msg;
+        }
+        let mut parts: Vec<String> = self.reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        parts.sort();
+        if !parts.is_empty() {
+            msg.push_str(&format!(" {}.", parts.join(", ")));
+        }
+        msg
+    }
+}
+
+impl Evaluation {
+    /// The summary of why the pod fits nowhere, when it does.
+    pub fn fit_summary(&self) -> Option<FitSummary> {
+        if self.selected.is_some() || self.error.is_some() {
+            return None;
+        }
+        let mut reasons = BTreeMap::new();
+        for (_, st) in &self.rejected {
+            for r in &st.reasons {
+                *reasons.entry(r.to_string()).or_insert(0) += 1;
+            }
+        }
+        Some(FitSummary {
+            num_nodes: self.num_nodes,
+            reasons,
+            prefilter_message: self.prefilter_rejection.as_ref().map(Status::message),
+        })
+    }
+
+    /// kube-scheduler's FailedScheduling message, when the pod fits nowhere.
+    pub fn failure_message(&self) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(format!("running {} plugin failed: {}", e.plugin, e.message()));
+        }
+        self.fit_summary().map(|s| s.message())
+    }
+
+    /// The total score of a node, if it was scored.
+    pub fn total_of(&self, node: usize) -> Option<i64> {
+        let k = self.feasible.iter().position(|&n| n == node)?;
+        self.totals.get(k).copied()
+    }
+}
+
+/// How many feasible nodes to look for, as kube-scheduler's `numFeasibleNodesToFind`.
+pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
+    const MIN_NODES: usize = 100;
+    let Some(pct) = percentage.filter(|p| *p < 100) else { return all };
+    if all < MIN_NODES {
+        return all;
+    }
+    let pct = if pct == 0 { (50 - (all / 125) as i64).max(5) as usize } else { pct as usize };
+    (all * pct / 100).max(MIN_NODES)
+}
+
+fn run_filters(profile: &Profile, states: &[Option<PluginState>], pod: &PodInfo, node: &NodeInfo) -> Status {
+    for (plugin, state) in profile.filters.iter().zip(states) {
+        let Some(state) = state else { continue };
+        let mut st = plugin.filter(state, pod, node);
+        if !st.is_success() {
+            st.plugin = plugin.name();
+            return st;
+        }
+    }
+    Status::success()
+}
+
+/// Runs one scheduling attempt of `pod` over `snapshot`.
+pub fn evaluate(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    rng: &mut impl Rng,
+    opts: EvaluateOptions,
+) -> Evaluation {
+    let n = snapshot.nodes.len();
+    let mut ev = Evaluation { num_nodes: n, ..Default::default() };
+    let mut states: Vec<Option<PluginState>> = Vec::with_capacity(profile.filters.len());
+    let mut allowed: Option<(HashSet<String>, &'static str)> = None;
+    for plugin in &profile.filters {
+        let mut out = plugin.pre_filter(pod, snapshot);
+        out.status.plugin = plugin.name();
+        match out.status.code {
+            Code::Success => states.push(Some(out.state)),
+            Code::Skip => states.push(None),
+            Code::Error => {
+                ev.error = Some(out.status);
+                return ev;
+            }
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                ev.rejected = (0..n).map(|i| (i, out.status.clone())).collect();
+                ev.prefilter_rejection = Some(out.status);
+                return ev;
+            }
+        }
+        if let Some(names) = out.node_names {
+            allowed = Some(match allowed {
+                None => (names, plugin.name()),
+                Some((prev, p)) => (prev.intersection(&names).cloned().collect(), p),
+            });
+        }
+    }
+
+    let limit = nodes_to_find(profile.percentage_of_nodes_to_score, n);
+    let check = |i: usize| -> Status {
+        let node = &snapshot.nodes[i];
+        if let Some((names, plugin)) = &allowed {
+            if !names.contains(&node.name) {
+                let mut st = Status::unresolvable(FILTERED_BY_PREFILTER.replace("{}", plugin));
+                st.plugin = plugin;
+                return st;
+            }
+        }
+        run_filters(profile, &states, pod, node)
+    };
+    let mut start = 0;
+    while start < n && ev.feasible.len() < limit {
+        let end = if limit >= n { n } else { (start + (limit - ev.feasible.len()).max(64)).min(n) };
+        let statuses = map_nodes(end - start, |k| check(start + k));
+        for (k, st) in statuses.into_iter().enumerate() {
+            let i = start + k;
+            match st.code {
+                Code::Success if ev.feasible.len() < limit => ev.feasible.push(i),
+                Code::Success => {}
+                Code::Error => {
+                    ev.error = Some(st);
+                    return ev;
+                }
+                _ => ev.rejected.push((i, st)),
+            }
+        }
+        start = end;
+    }
+    if ev.feasible.is_empty() {
+        return ev;
+    }
+    if ev.feasible.len() == 1 && !opts.always_score {
+        ev.selected = ev.feasible.first().copied();
+        return ev;
+    }
+    score(profile, pod, snapshot, &mut ev);
+    ev.selected = select_host(&ev.feasible, &ev.totals, rng);
+    ev
+}
+
+fn score(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation) {
+    let feasible = &ev.feasible;
+    let mut totals = vec![0i64; feasible.len()];
+    for ws in &profile.scores {
+        let plugin = &ws.plugin;
+        let (scores, skipped) = match plugin.pre_score(pod, snapshot, feasible) {
+            Err(st) if st.is_skip() => (vec![0; feasible.len()], true),
+            Err(mut st) => {
+                st.plugin = plugin.name();
+                ev.error = Some(st);
+                return;
+            }
+            Ok(state) => {
+                let mut s =
+                    map_nodes(feasible.len(), |k| plugin.score(&state, pod, &snapshot.nodes[feasible[k]], snapshot));
+                plugin.normalize(&state, &mut s);
+                (s, false)
+            }
+        };
+        for (t, s) in totals.iter_mut().zip(&scores) {
+            *t += s * ws.weight;
+        }
+        ev.scores.push(PluginScores { name: plugin.name(), weight: ws.weight, scores, skipped });
+    }
+    ev.totals = totals;
+}
+
+/// Picks the node with the highest total, breaking ties uniformly at random
+/// (reservoir sampling over the tied nodes, as kube-scheduler does).
+pub fn select_host(feasible: &[usize], totals: &[i64], rng: &mut impl Rng) -> Option<usize> {
+    let mut best = 0usize;
+    let mut ties = 0u32;
+    for (k, &t) in totals.iter().enumerate() {
+        let cur = totals.get(best).copied().unwrap_or(i64::MIN);
+        if k == 0 || t > cur {
+            best = k;
+            ties = 1;
+        } else if t == cur {
+            ties += 1;
+            if rng.random_range(0..ties) == 0 {
+                best = k;
+            }
+        }
+    }
+    feasible.get(best).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn summary_sorts_count_reason_strings_like_kube_scheduler() {
+        let mut reasons = BTreeMap::new();
+        reasons.insert("node(s) had untolerated taint(s)".to_string(), 1);
+        reasons.insert("Insufficient cpu".to_string(), 2);
+        reasons.insert("Too many pods".to_string(), 10);
+        let s = FitSummary { num_nodes: 13, reasons, prefilter_message: None };
+        assert_eq!(
+            s.message(),
+            "0/13 nodes are available: 1 node(s) had untolerated taint(s), 10 Too many pods, 2 Insufficient cpu."
+        );
+    }
+
+    #[test]
+    fn nodes_to_find_follows_the_adaptive_percentage() {
+        assert_eq!(nodes_to_find(None, 5000), 5000);
+        assert_eq!(nodes_to_find(Some(0), 50), 50);
+        assert_eq!(nodes_to_find(Some(0), 5000), 500);
+        assert_eq!(nodes_to_find(Some(0), 1000), 420);
+        assert_eq!(nodes_to_find(Some(0), 10000), 500);
+        assert_eq!(nodes_to_find(Some(10), 500), 100);
+        assert_eq!(nodes_to_find(Some(100), 500), 500);
+    }
+
+    #[test]
+    fn select_host_picks_the_maximum_and_spreads_ties() {
+        let mut rng = StdRng::seed_from_u64(7);
+        assert_eq!(select_host(&[4, 5, 6], &[10, 30, 20], &mut rng), Some(5));
+        let mut seen = HashSet::new();
+        for _ in 0..200 {
+            seen.insert(select_host(&[1, 2, 3], &[5, 5, 1], &mut rng));
+        }
+        assert_eq!(seen, [Some(1), Some(2)].into_iter().collect());
+        assert_eq!(select_host(&[], &[], &mut rng), None);
+    }
+}

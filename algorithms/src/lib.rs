@@ -1,0 +1,26 @@
+//! The scheduling algorithms of custom-scheduler: kube-scheduler's semantics, parsed once, run in parallel.
+//!
+//! Pure library: no API client and no async runtime. Pods and nodes enter as
+//! `k8s-openapi` objects and are parsed into [`PodInfo`] and [`NodeInfo`]; a
+//! [`Snapshot`] of nodes is what one scheduling cycle reads; a [`Profile`] lists
+//! the filter and score plugins that [`framework::evaluate`] runs over it.
+
+pub mod config;
+pub mod framework;
+pub mod labels;
+pub mod node_info;
+pub mod plugins;
+pub mod pod_info;
+pub mod quantity;
+pub mod requests;
+pub mod resource;
+pub mod snapshot;
+pub mod status;
+pub mod taints;
+pub mod testing;
+
+pub use framework::{Evaluation, Profile};
+pub use node_info::NodeInfo;
+pub use pod_info::PodInfo;
+pub use snapshot::Snapshot;
+pub use status::{Code, Status};

@@ -1,0 +1,119 @@
+//! PreScore, Score and NormalizeScore of InterPodAffinity.
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::framework::{MAX_NODE_SCORE, PluginState, ScorePlugin};
+use crate::pod_info::{PodInfo, WeightedAffinityTerm};
+use crate::status::Status;
+
+/// key -> value -> score.
+struct ScoreState {
+    topology: HashMap<String, HashMap<String, i64>>,
+}
+
+fn bump(scores: &mut HashMap<String, HashMap<String, i64>>, key: &str, node: &NodeInfo, delta: i64) {
+    if delta == 0 {
+        return;
+    }
+    if let Some(v) = node.labels.get(key) {
+        *scores.entry(key.to_string()).or_default().entry(v.clone()).or_insert(0) += delta;
+    }
+}
+
+fn resolve_weighted(terms: &[WeightedAffinityTerm], snapshot: &Snapshot) -> Vec<WeightedAffinityTerm> {
+    let plain: Vec<AffinityTerm> = terms.iter().map(|w| w.term.clone()).collect();
+    resolve_namespaces(&plain, snapshot)
+        .into_iter()
+        .zip(terms)
+        .map(|(term, w)| WeightedAffinityTerm { weight: w.weight, term })
+        .collect()
+}
+
+impl ScorePlugin for InterPodAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_score(&self, pod: &PodInfo, snapshot: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
+        let has_own = !pod.preferred_affinity.is_empty() || !pod.preferred_anti_affinity.is_empty();
+        if self.args.ignore_preferred_terms_of_existing_pods && !has_own {
+            return Err(Status::skip());
+        }
+        let affinity = resolve_weighted(&pod.preferred_affinity, snapshot);
+        let anti = resolve_weighted(&pod.preferred_anti_affinity, snapshot);
+        let ns_labels = snapshot.namespace_labels(&pod.namespace);
+        let hard = self.args.hard_pod_affinity_weight;
+        let use_existing = !self.args.ignore_preferred_terms_of_existing_pods;
+        let mut topology: HashMap<String, HashMap<String, i64>> = HashMap::new();
+        let mut visit = |node: &NodeInfo, ep: &PodInfo| {
+            if node.labels.is_empty() {
+                return;
+            }
+            for w in &affinity {
+                if w.term.matches(ep, &NO_LABELS) {
+                    bump(&mut topology, &w.term.topology_key, node, w.weight);
+                }
+            }
+            for w in &anti {
+                if w.term.matches(ep, &NO_LABELS) {
+                    bump(&mut topology, &w.term.topology_key, node, -w.weight);
+                }
+            }
+            if hard > 0 {
+                for t in &ep.required_affinity {
+                    if t.matches(pod, ns_labels) {
+                        bump(&mut topology, &t.topology_key, node, hard);
+                    }
+                }
+            }
+            if use_existing {
+                for w in &ep.preferred_affinity {
+                    if w.term.matches(pod, ns_labels) {
+                        bump(&mut topology, &w.term.topology_key, node, w.weight);
+                    }
+                }
+                for w in &ep.preferred_anti_affinity {
+                    if w.term.matches(pod, ns_labels) {
+                        bump(&mut topology, &w.term.topology_key, node, -w.weight);
+                    }
+                }
+            }
+        };
+        if has_own {
+            for node in &snapshot.nodes {
+                for ep in &node.pods {
+                    visit(node, ep);
+                }
+            }
+        } else {
+            for &i in &snapshot.with_affinity {
+                let node = &snapshot.nodes[i];
+                for ep in &node.pods_with_affinity {
+                    visit(node, ep);
+                }
+            }
+        }
+        if topology.is_empty() {
+            return Err(Status::skip());
+        }
+        Ok(PluginState::new(ScoreState { topology }))
+    }
+
+    fn score(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
+        let Some(s) = state.get::<ScoreState>() else { return 0 };
+        s.topology.iter().filter_map(|(key, values)| node.labels.get(key).and_then(|v| values.get(v))).sum()
+    }
+
+    fn normalize(&self, state: &PluginState, scores: &mut [i64]) {
+        if state.get::<ScoreState>().is_none_or(|s| s.topology.is_empty()) {
+            return;
+        }
+        let min = scores.iter().copied().min().unwrap_or(0);
+        let max = scores.iter().copied().max().unwrap_or(0);
+        let diff = max - min;
+        for s in scores.iter_mut() {
+            *s = if diff > 0 { (MAX_NODE_SCORE as f64 * (*s - min) as f64 / diff as f64) as i64 } else { 0 };
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! kube-scheduler's in-tree plugins, one file each, and the default profile.
+
+pub mod balanced_allocation;
+pub mod image_locality;
+pub mod inter_pod_affinity;
+pub mod node_affinity;
+pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_fit;
+pub mod node_unschedulable;
+pub mod pod_topology_spread;
+pub mod registry;
+pub mod resource_allocation;
+pub mod taint_toleration;
+
+use thiserror::Error;
+
+/// Plugin arguments that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid args for plugin {plugin}: {message}")]
+pub struct ArgsError {
+    /// The plugin.
+    pub plugin: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ArgsError {
+    /// A new error for `plugin`.
+    pub fn new(plugin: &str, message: impl Into<String>) -> Self {
+        ArgsError { plugin: plugin.to_string(), message: message.into() }
+    }
+}

@@ -1,0 +1,63 @@
+//! NodeName: a pod with `spec.nodeName` fits only that node.
+
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+
+/// Plugin name.
+pub const NAME: &str = "NodeName";
+/// Reason when the node is not the one the pod names.
+pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
+
+/// The NodeName filter.
+#[derive(Debug, Default)]
+pub struct NodeName;
+
+impl FilterPlugin for NodeName {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, pod: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
+        if pod.node_name.is_none() { PreFilterOutcome::skip() } else { PreFilterOutcome::run(PluginState::none()) }
+    }
+
+    fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        match &pod.node_name {
+            Some(wanted) if *wanted != node.name => {
+                Status::unresolvable(ERR_REASON).with_detail(format!("pod asks for node {wanted}"))
+            }
+            _ => Status::success(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::Code;
+    use crate::testing::{NodeBuilder, PodBuilder, filter_one};
+
+    #[test]
+    fn node_name_table() {
+        let cases = [
+            ("no node name fits anywhere", PodBuilder::new("p").build(), Code::Success),
+            ("matching node name fits", PodBuilder::new("p").node_name("n1").build(), Code::Success),
+            (
+                "other node name is unresolvable",
+                PodBuilder::new("p").node_name("n2").build(),
+                Code::UnschedulableAndUnresolvable,
+            ),
+        ];
+        let node = NodeBuilder::new("n1").build();
+        for (name, pod, code) in cases {
+            let st = filter_one(&NodeName, &pod, &node, &[]);
+            assert_eq!(st.code, code, "{name}");
+            if code != Code::Success {
+                assert_eq!(st.reasons, vec![ERR_REASON], "{name}");
+            }
+        }
+    }
+}

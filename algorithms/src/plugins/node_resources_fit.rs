@@ -1,0 +1,285 @@
+//! NodeResourcesFit: the node must have room for the pod's requests; scores by a strategy.
+
+use serde::Deserialize;
+
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, format_amount, is_extended_resource_name};
+use crate::snapshot::Snapshot;
+use crate::status::{Code, Status};
+
+use super::ArgsError;
+use super::resource_allocation::{
+    ResourceSpec, ShapePoint, default_resources, least_allocated, most_allocated, node_amounts, pod_request,
+    requested_to_capacity_ratio,
+};
+
+/// Plugin name.
+pub const NAME: &str = "NodeResourcesFit";
+/// Reason when the node's pod slots are full.
+pub const ERR_REASON_TOO_MANY_PODS: &str = "Too many pods";
+
+/// `NodeResourcesFitArgs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeResourcesFitArgs {
+    /// Extended resources the filter does not check.
+    #[serde(default)]
+    pub ignored_resources: Vec<String>,
+    /// Extended resource groups (the part before `/`) the filter does not check.
+    #[serde(default)]
+    pub ignored_resource_groups: Vec<String>,
+    /// How nodes are scored.
+    #[serde(default)]
+    pub scoring_strategy: Option<ScoringStrategy>,
+}
+
+/// `ScoringStrategy`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScoringStrategy {
+    /// LeastAllocated (default), MostAllocated or RequestedToCapacityRatio.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// Scored resources and weights (cpu and memory by default).
+    #[serde(default)]
+    pub resources: Vec<ResourceSpec>,
+    /// The shape for RequestedToCapacityRatio.
+    #[serde(default)]
+    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioParam>,
+}
+
+/// `RequestedToCapacityRatioParam`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestedToCapacityRatioParam {
+    /// Points (utilization 0-100, score 0-10), utilization strictly increasing.
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+/// One shape point as configured.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UtilizationShapePoint {
+    /// Utilization 0-100.
+    pub utilization: i64,
+    /// Score 0-10.
+    pub score: i64,
+}
+
+#[derive(Debug, Clone)]
+enum Strategy {
+    Least,
+    Most,
+    Ratio(Vec<ShapePoint>),
+}
+
+/// The NodeResourcesFit filter and score.
+#[derive(Debug, Clone)]
+pub struct NodeResourcesFit {
+    ignored: Vec<String>,
+    ignored_groups: Vec<String>,
+    strategy: Strategy,
+    resources: Vec<ResourceSpec>,
+    weights: Vec<i64>,
+}
+
+impl Default for NodeResourcesFit {
+    fn default() -> Self {
+        NodeResourcesFit {
+            ignored: vec![],
+            ignored_groups: vec![],
+            strategy: Strategy::Least,
+            resources: default_resources(),
+            weights: vec![1, 1],
+        }
+    }
+}
+
+/// Validates and defaults a resource list: weight 0 becomes 1, weights must be 1..=100.
+pub fn checked_resources(mut resources: Vec<ResourceSpec>, field: &str) -> Result<Vec<ResourceSpec>, ArgsError> {
+    if resources.is_empty() {
+        resources = default_resources();
+    }
+    for r in &mut resources {
+        if r.weight == 0 {
+            r.weight = 1;
+        }
+        if !(1..=100).contains(&r.weight) {
+            return Err(ArgsError::new(
+                NAME,
+                format!("{field}: resource {} weight {} must be in 1..=100", r.name, r.weight),
+            ));
+        }
+    }
+    Ok(resources)
+}
+
+impl NodeResourcesFit {
+    /// Builds the plugin, validating its args.
+    pub fn new(args: &NodeResourcesFitArgs) -> Result<Self, ArgsError> {
+        let strategy_args = args.scoring_strategy.clone().unwrap_or_default();
+        let resources = checked_resources(strategy_args.resources, "scoringStrategy.resources")?;
+        let strategy = match strategy_args.kind.as_deref().unwrap_or("LeastAllocated") {
+            "LeastAllocated" => Strategy::Least,
+            "MostAllocated" => Strategy::Most,
+            "RequestedToCapacityRatio" => {
+                let Some(param) = strategy_args.requested_to_capacity_ratio else {
+                    return Err(ArgsError::new(
+                        NAME,
+                        "requestedToCapacityRatio is required for RequestedToCapacityRatio",
+                    ));
+                };
+                Strategy::Ratio(checked_shape(&param.shape)?)
+            }
+            other => return Err(ArgsError::new(NAME, format!("scoringStrategy.type {other:?} is not supported"))),
+        };
+        Ok(NodeResourcesFit {
+            ignored: args.ignored_resources.clone(),
+            ignored_groups: args.ignored_resource_groups.clone(),
+            strategy,
+            weights: resources.iter().map(|r| r.weight).collect(),
+            resources,
+        })
+    }
+
+    fn ignored(&self, name: &str) -> bool {
+        is_extended_resource_name(name)
+            && (self.ignored.iter().any(|i| i == name)
+                || name.split_once('/').is_some_and(|(group, _)| self.ignored_groups.iter().any(|g| g == group)))
+    }
+}
+
+fn checked_shape(shape: &[UtilizationShapePoint]) -> Result<Vec<ShapePoint>, ArgsError> {
+    if shape.is_empty() {
+        return Err(ArgsError::new(NAME, "requestedToCapacityRatio.shape must not be empty"));
+    }
+    let mut prev = -1;
+    for p in shape {
+        if !(0..=100).contains(&p.utilization) || p.utilization <= prev {
+            return Err(ArgsError::new(NAME, "shape utilization must be within 0..=100 and strictly increasing"));
+        }
+        if !(0..=10).contains(&p.score) {
+            return Err(ArgsError::new(NAME, "shape score must be within 0..=10"));
+        }
+        prev = p.utilization;
+    }
+    Ok(shape.iter().map(|p| ShapePoint { utilization: p.utilization, score: p.score * 10 }).collect())
+}
+
+/// One resource the node lacks.
+struct Shortfall {
+    reason: String,
+    detail: String,
+    unresolvable: bool,
+}
+
+fn shortfall(name: &str, want: i64, alloc: i64, used: i64) -> Option<Shortfall> {
+    (want > 0 && want > alloc - used).then(|| Shortfall {
+        reason: format!("Insufficient {name}"),
+        detail: format!(
+            "{name}: requested {}, {} free of {} allocatable",
+            format_amount(name, want),
+            format_amount(name, (alloc - used).max(0)),
+            format_amount(name, alloc)
+        ),
+        unresolvable: want > alloc,
+    })
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, _: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
+        PreFilterOutcome::run(PluginState::none())
+    }
+
+    fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let req = &pod.requests.requests;
+        let mut short: Vec<Shortfall> = Vec::new();
+        let pods = node.pods.len() as i64;
+        if pods + 1 > node.allocatable.allowed_pod_number {
+            short.push(Shortfall {
+                reason: ERR_REASON_TOO_MANY_PODS.into(),
+                detail: format!("pods: {pods} of {} allowed", node.allocatable.allowed_pod_number),
+                unresolvable: false,
+            });
+        }
+        if !req.is_zero() {
+            let (a, u) = (&node.allocatable, &node.requested);
+            short.extend(shortfall(CPU, req.milli_cpu, a.milli_cpu, u.milli_cpu));
+            short.extend(shortfall(MEMORY, req.memory, a.memory, u.memory));
+            short.extend(shortfall(EPHEMERAL_STORAGE, req.ephemeral_storage, a.ephemeral_storage, u.ephemeral_storage));
+            for (name, want) in &req.scalar {
+                if *want == 0 || self.ignored(name) {
+                    continue;
+                }
+                short.extend(shortfall(name, *want, a.get(name), u.get(name)));
+            }
+        }
+        if short.is_empty() {
+            return Status::success();
+        }
+        let code =
+            if short.iter().any(|s| s.unresolvable) { Code::UnschedulableAndUnresolvable } else { Code::Unschedulable };
+        let detail = short.iter().map(|s| s.detail.as_str()).collect::<Vec<_>>().join("; ");
+        Status {
+            code,
+            reasons: short.into_iter().map(|s| s.reason.into()).collect(),
+            detail: Some(detail),
+            plugin: NAME,
+        }
+    }
+}
+
+/// The pod's request per scored resource, computed once per cycle.
+struct PodRequestVector(Vec<i64>);
+
+impl ScorePlugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_score(&self, pod: &PodInfo, _: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
+        let v = self.resources.iter().map(|r| pod_request(pod, &r.name, true)).collect();
+        Ok(PluginState::new(PodRequestVector(v)))
+    }
+
+    fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
+        let n = self.resources.len();
+        let mut requested = [0i64; 8];
+        let mut allocatable = [0i64; 8];
+        let mut heap_req;
+        let mut heap_alloc;
+        let (req, alloc): (&mut [i64], &mut [i64]) = if n <= 8 {
+            (&mut requested[..n], &mut allocatable[..n])
+        } else {
+            heap_req = vec![0; n];
+            heap_alloc = vec![0; n];
+            (&mut heap_req, &mut heap_alloc)
+        };
+        for (i, r) in self.resources.iter().enumerate() {
+            let pod_req = match state.get::<PodRequestVector>() {
+                Some(v) => v.0.get(i).copied().unwrap_or(0),
+                None => pod_request(pod, &r.name, true),
+            };
+            let (a, used) = node_amounts(node, &r.name, pod_req, false);
+            if a != 0 {
+                alloc[i] = a;
+                req[i] = used + pod_req;
+            }
+        }
+        match &self.strategy {
+            Strategy::Least => least_allocated(req, alloc, &self.weights),
+            Strategy::Most => most_allocated(req, alloc, &self.weights),
+            Strategy::Ratio(shape) => requested_to_capacity_ratio(shape, req, alloc, &self.weights),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "node_resources_fit_tests.rs"]
+mod tests;

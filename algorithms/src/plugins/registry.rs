@@ -1,0 +1,122 @@
+//! The plugin registry: names to constructors, and the default profile.
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+
+use super::ArgsError;
+use super::balanced_allocation::{self, BalancedAllocation};
+use super::image_locality::{self, ImageLocality};
+use super::inter_pod_affinity::{self, InterPodAffinity};
+use super::node_affinity::{self, NodeAffinity};
+use super::node_name::{self, NodeName};
+use super::node_ports::{self, NodePorts};
+use super::node_resources_fit::{self, NodeResourcesFit};
+use super::node_unschedulable::{self, NodeUnschedulable};
+use super::pod_topology_spread::{self, PodTopologySpread};
+use super::taint_toleration::{self, TaintToleration};
+use crate::framework::{FilterPlugin, ScorePlugin};
+
+/// Filters of kube-scheduler's default profile that this scheduler runs, in order.
+pub const DEFAULT_FILTERS: &[&str] = &[
+    node_unschedulable::NAME,
+    node_name::NAME,
+    taint_toleration::NAME,
+    node_affinity::NAME,
+    node_ports::NAME,
+    node_resources_fit::NAME,
+    pod_topology_spread::NAME,
+    inter_pod_affinity::NAME,
+];
+
+/// Scores of kube-scheduler's default profile with their default weights, in order.
+pub const DEFAULT_SCORES: &[(&str, i64)] = &[
+    (taint_toleration::NAME, 3),
+    (node_affinity::NAME, 2),
+    (node_resources_fit::NAME, 1),
+    (pod_topology_spread::NAME, 2),
+    (inter_pod_affinity::NAME, 2),
+    (balanced_allocation::NAME, 1),
+    (image_locality::NAME, 1),
+];
+
+/// kube-scheduler plugins that are accepted in configuration but have no effect here:
+/// volume plugins (pods here carry no volume constraints we evaluate), queue sort,
+/// binding, preemption and gates, which the scheduling loop itself provides.
+pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
+    "PrioritySort",
+    "SchedulingGates",
+    "DefaultBinder",
+    "DefaultPreemption",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "DynamicResources",
+];
+
+/// Whether a name is a plugin this scheduler implements.
+pub fn is_known(name: &str) -> bool {
+    DEFAULT_FILTERS.contains(&name) || DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
+}
+
+/// Whether the plugin has a Filter extension point.
+pub fn has_filter(name: &str) -> bool {
+    DEFAULT_FILTERS.contains(&name)
+}
+
+/// Whether the plugin has a Score extension point.
+pub fn has_score(name: &str) -> bool {
+    DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
+}
+
+/// The default weight of a score plugin.
+pub fn default_weight(name: &str) -> i64 {
+    DEFAULT_SCORES.iter().find(|(n, _)| *n == name).map(|(_, w)| *w).unwrap_or(1)
+}
+
+/// A plugin built from its args, shared by its filter and score roles.
+#[derive(Clone)]
+pub struct Built {
+    /// The filter role, if any.
+    pub filter: Option<Arc<dyn FilterPlugin>>,
+    /// The score role, if any.
+    pub score: Option<Arc<dyn ScorePlugin>>,
+}
+
+fn parse<T: DeserializeOwned + Default>(name: &str, args: Option<&serde_json::Value>) -> Result<T, ArgsError> {
+    let Some(v) = args else { return Ok(T::default()) };
+    let mut v = v.clone();
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("apiVersion");
+        obj.remove("kind");
+    }
+    if v.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(v).map_err(|e| ArgsError::new(name, e.to_string()))
+}
+
+fn both<T: FilterPlugin + ScorePlugin + 'static>(p: T) -> Built {
+    let p = Arc::new(p);
+    Built { filter: Some(p.clone()), score: Some(p) }
+}
+
+/// Builds a plugin by name with optional args (JSON).
+pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, ArgsError> {
+    Ok(match name {
+        node_unschedulable::NAME => Built { filter: Some(Arc::new(NodeUnschedulable)), score: None },
+        node_name::NAME => Built { filter: Some(Arc::new(NodeName)), score: None },
+        node_ports::NAME => Built { filter: Some(Arc::new(NodePorts)), score: None },
+        taint_toleration::NAME => both(TaintToleration),
+        node_affinity::NAME => both(NodeAffinity::new(&parse(name, args)?)),
+        node_resources_fit::NAME => both(NodeResourcesFit::new(&parse(name, args)?)?),
+        pod_topology_spread::NAME => both(PodTopologySpread::new(&parse(name, args)?)?),
+        inter_pod_affinity::NAME => both(InterPodAffinity::new(&parse(name, args)?)?),
+        balanced_allocation::NAME => {
+            Built { filter: None, score: Some(Arc::new(BalancedAllocation::new(&parse(name, args)?)?)) }
+        }
+        image_locality::NAME => Built { filter: None, score: Some(Arc::new(ImageLocality)) },
+        other => return Err(ArgsError::new(other, "unknown plugin")),
+    })
+}

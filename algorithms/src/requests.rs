@@ -1,0 +1,286 @@
+//! A pod's effective resource request, computed the way kube-scheduler does.
+//!
+//! Effective request = max(sum of app containers + restartable (sidecar) init
+//! containers, each regular init container + the sidecars started before it),
+//! with pod-level requests overriding CPU and memory where set, plus overhead.
+//! Requests missing on a container default to its limits, as the API server does.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+
+use crate::quantity::{Quantity, QuantityError};
+use crate::resource::{CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY, Resource};
+
+/// Requests of one pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodRequests {
+    /// What the pod asks for (used for fit and most scoring).
+    pub requests: Resource,
+    /// CPU with 100m counted for each container that has no CPU request (scoring only).
+    pub non_zero_milli_cpu: i64,
+    /// Memory with 200Mi counted for each container that has no memory request (scoring only).
+    pub non_zero_memory: i64,
+}
+
+/// A request computation error, naming the container and resource.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("container {container:?}: resource {resource:?}: {source}")]
+pub struct RequestError {
+    /// The container (or `pod` for overhead and pod-level resources).
+    pub container: String,
+    /// The resource name.
+    pub resource: String,
+    /// The quantity error.
+    #[source]
+    pub source: QuantityError,
+}
+
+fn parse_list(owner: &str, list: &BTreeMap<String, ApiQuantity>) -> Result<Resource, RequestError> {
+    let mut r = Resource::default();
+    for (name, q) in list {
+        let parsed = Quantity::parse(&q.0).map_err(|source| RequestError {
+            container: owner.to_string(),
+            resource: name.clone(),
+            source,
+        })?;
+        r.set(name, parsed);
+    }
+    Ok(r)
+}
+
+/// Requests of one container: its `requests`, with `limits` filling in missing keys.
+/// Returns the requests and whether CPU / memory were present at all.
+fn container_requests(c: &core::Container) -> Result<(Resource, bool, bool), RequestError> {
+    let Some(res) = &c.resources else { return Ok((Resource::default(), false, false)) };
+    let mut merged: BTreeMap<String, ApiQuantity> = res.requests.clone().unwrap_or_default();
+    for (k, v) in res.limits.iter().flatten() {
+        merged.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let has_cpu = merged.contains_key(CPU);
+    let has_mem = merged.contains_key(MEMORY);
+    Ok((parse_list(&c.name, &merged)?, has_cpu, has_mem))
+}
+
+fn with_defaults(mut r: Resource, has_cpu: bool, has_mem: bool) -> Resource {
+    if !has_cpu {
+        r.milli_cpu += DEFAULT_MILLI_CPU_REQUEST;
+    }
+    if !has_mem {
+        r.memory += DEFAULT_MEMORY_REQUEST;
+    }
+    r
+}
+
+/// Aggregates containers per the sidecar rules; `non_missing` applies the scoring defaults.
+fn aggregate(spec: &core::PodSpec, non_missing: bool) -> Result<Resource, RequestError> {
+    let mut reqs = Resource::default();
+    for c in &spec.containers {
+        let (r, cpu, mem) = container_requests(c)?;
+        let r = if non_missing { with_defaults(r, cpu, mem) } else { r };
+        reqs.add(&r);
+    }
+    let mut sidecars = Resource::default();
+    let mut init_max = Resource::default();
+    for c in spec.init_containers.iter().flatten() {
+        let (r, cpu, mem) = container_requests(c)?;
+        let r = if non_missing { with_defaults(r, cpu, mem) } else { r };
+        let step = if c.restart_policy.as_deref() == Some("Always") {
+            reqs.add(&r);
+            sidecars.add(&r);
+            sidecars.clone()
+        } else {
+            let mut step = r;
+            step.add(&sidecars);
+            step
+        };
+        init_max.set_max(&step);
+    }
+    reqs.set_max(&init_max);
+    Ok(reqs)
+}
+
+/// Pod-level requests for the resources that support them (cpu, memory, hugepages).
+fn pod_level(spec: &core::PodSpec) -> Result<Option<Resource>, RequestError> {
+    let Some(res) = &spec.resources else { return Ok(None) };
+    let mut merged: BTreeMap<String, ApiQuantity> = BTreeMap::new();
+    for (k, v) in res.requests.iter().flatten().chain(res.limits.iter().flatten()) {
+        if k == CPU || k == MEMORY || k.starts_with(crate::resource::HUGEPAGES_PREFIX) {
+            merged.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    if merged.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(parse_list("pod", &merged)?))
+}
+
+fn override_pod_level(reqs: &mut Resource, level: &Resource) {
+    if level.milli_cpu > 0 {
+        reqs.milli_cpu = level.milli_cpu;
+    }
+    if level.memory > 0 {
+        reqs.memory = level.memory;
+    }
+    for (name, v) in &level.scalar {
+        reqs.set_value(name, *v);
+    }
+}
+
+/// Computes a pod's requests from its spec.
+pub fn pod_requests(spec: &core::PodSpec) -> Result<PodRequests, RequestError> {
+    let mut requests = aggregate(spec, false)?;
+    let mut non_zero = aggregate(spec, true)?;
+    if let Some(level) = pod_level(spec)? {
+        override_pod_level(&mut requests, &level);
+        override_pod_level(&mut non_zero, &level);
+    }
+    if let Some(overhead) = &spec.overhead {
+        let o = parse_list("overhead", overhead)?;
+        requests.add(&o);
+        non_zero.add(&o);
+    }
+    Ok(PodRequests { requests, non_zero_milli_cpu: non_zero.milli_cpu, non_zero_memory: non_zero.memory })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(name: &str, cpu: Option<&str>, mem: Option<&str>, sidecar: bool) -> core::Container {
+        let mut requests = BTreeMap::new();
+        if let Some(c) = cpu {
+            requests.insert(CPU.to_string(), ApiQuantity(c.into()));
+        }
+        if let Some(m) = mem {
+            requests.insert(MEMORY.to_string(), ApiQuantity(m.into()));
+        }
+        core::Container {
+            name: name.into(),
+            resources: Some(core::ResourceRequirements { requests: Some(requests), ..Default::default() }),
+            restart_policy: sidecar.then(|| "Always".to_string()),
+            ..Default::default()
+        }
+    }
+
+    fn spec(containers: Vec<core::Container>, init: Vec<core::Container>) -> core::PodSpec {
+        core::PodSpec { containers, init_containers: Some(init), ..Default::default() }
+    }
+
+    #[test]
+    fn init_and_sidecar_rules_table() {
+        struct Case {
+            name: &'static str,
+            spec: core::PodSpec,
+            cpu: i64,
+            non_zero_cpu: i64,
+            non_zero_mem: i64,
+        }
+        let cases = vec![
+            Case {
+                name: "app containers add up",
+                spec: spec(
+                    vec![container("a", Some("1"), Some("1Gi"), false), container("b", Some("500m"), None, false)],
+                    vec![],
+                ),
+                cpu: 1500,
+                non_zero_cpu: 1500,
+                non_zero_mem: (1 << 30) + DEFAULT_MEMORY_REQUEST,
+            },
+            Case {
+                name: "a larger regular init container wins",
+                spec: spec(vec![container("a", Some("1"), None, false)], vec![container("i", Some("3"), None, false)]),
+                cpu: 3000,
+                non_zero_cpu: 3000,
+                non_zero_mem: DEFAULT_MEMORY_REQUEST,
+            },
+            Case {
+                name: "sidecars run beside app containers",
+                spec: spec(
+                    vec![container("a", Some("1"), Some("1"), false)],
+                    vec![container("s", Some("2"), Some("1"), true)],
+                ),
+                cpu: 3000,
+                non_zero_cpu: 3000,
+                non_zero_mem: 2,
+            },
+            Case {
+                name: "an init container after a sidecar counts the sidecar",
+                spec: spec(
+                    vec![container("a", Some("1"), Some("1"), false)],
+                    vec![container("s", Some("1"), Some("1"), true), container("i", Some("3"), Some("1"), false)],
+                ),
+                cpu: 4000,
+                non_zero_cpu: 4000,
+                non_zero_mem: 2,
+            },
+            Case {
+                name: "an init container before a sidecar does not count it",
+                spec: spec(
+                    vec![container("a", Some("1"), Some("1"), false)],
+                    vec![container("i", Some("3"), Some("1"), false), container("s", Some("1"), Some("1"), true)],
+                ),
+                cpu: 3000,
+                non_zero_cpu: 3000,
+                non_zero_mem: 2,
+            },
+            Case {
+                name: "containers without requests count the scoring defaults only",
+                spec: spec(vec![container("a", None, None, false), container("b", None, None, false)], vec![]),
+                cpu: 0,
+                non_zero_cpu: 2 * DEFAULT_MILLI_CPU_REQUEST,
+                non_zero_mem: 2 * DEFAULT_MEMORY_REQUEST,
+            },
+            Case {
+                name: "an explicit zero request is not replaced by the default",
+                spec: spec(vec![container("a", Some("0"), Some("0"), false)], vec![]),
+                cpu: 0,
+                non_zero_cpu: 0,
+                non_zero_mem: 0,
+            },
+        ];
+        for c in cases {
+            let r = pod_requests(&c.spec).unwrap();
+            assert_eq!(r.requests.milli_cpu, c.cpu, "{}: cpu", c.name);
+            assert_eq!(r.non_zero_milli_cpu, c.non_zero_cpu, "{}: non-zero cpu", c.name);
+            assert_eq!(r.non_zero_memory, c.non_zero_mem, "{}: non-zero memory", c.name);
+        }
+    }
+
+    #[test]
+    fn overhead_and_pod_level_requests_apply() {
+        let mut s = spec(vec![container("a", Some("1"), Some("1Gi"), false)], vec![]);
+        s.overhead = Some([(CPU.to_string(), ApiQuantity("250m".into()))].into());
+        s.resources = Some(core::ResourceRequirements {
+            requests: Some([(MEMORY.to_string(), ApiQuantity("2Gi".into()))].into()),
+            ..Default::default()
+        });
+        let r = pod_requests(&s).unwrap();
+        assert_eq!(r.requests.milli_cpu, 1250);
+        assert_eq!(r.requests.memory, 2 << 30);
+    }
+
+    #[test]
+    fn limits_fill_in_missing_requests() {
+        let c = core::Container {
+            name: "a".into(),
+            resources: Some(core::ResourceRequirements {
+                limits: Some([(CPU.to_string(), ApiQuantity("2".into()))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let r = pod_requests(&spec(vec![c], vec![])).unwrap();
+        assert_eq!(r.requests.milli_cpu, 2000);
+        assert_eq!(r.non_zero_milli_cpu, 2000);
+    }
+
+    #[test]
+    fn a_bad_quantity_names_the_container_and_resource() {
+        let err = pod_requests(&spec(vec![container("web", Some("lots"), None, false)], vec![])).unwrap_err();
+        assert_eq!(err.container, "web");
+        assert_eq!(err.resource, "cpu");
+        assert!(err.to_string().contains("web"));
+    }
+}

@@ -1,0 +1,103 @@
+//! Plugin results: a code, kube-scheduler's reason strings and an optional human detail.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+/// The outcome class of a plugin call, as kube-scheduler's framework defines them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Code {
+    /// The node passes.
+    Success,
+    /// An internal error; the pod is retried.
+    Error,
+    /// The node does not fit now; preemption might help.
+    Unschedulable,
+    /// The node does not fit and preemption will not help.
+    UnschedulableAndUnresolvable,
+    /// The plugin has nothing to do for this pod.
+    Skip,
+}
+
+impl Code {
+    /// The name used in JSON output.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Code::Success => "Success",
+            Code::Error => "Error",
+            Code::Unschedulable => "Unschedulable",
+            Code::UnschedulableAndUnresolvable => "UnschedulableAndUnresolvable",
+            Code::Skip => "Skip",
+        }
+    }
+}
+
+/// A plugin result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// The code.
+    pub code: Code,
+    /// Reasons, exactly as kube-scheduler words them.
+    pub reasons: Vec<Cow<'static, str>>,
+    /// Extra detail for people (which taint, how much is missing).
+    pub detail: Option<String>,
+    /// The plugin that returned it (set by the framework).
+    pub plugin: &'static str,
+}
+
+impl Status {
+    fn with_code(code: Code, reason: impl Into<Cow<'static, str>>) -> Self {
+        Status { code, reasons: vec![reason.into()], detail: None, plugin: "" }
+    }
+
+    /// Success.
+    pub const fn success() -> Self {
+        Status { code: Code::Success, reasons: Vec::new(), detail: None, plugin: "" }
+    }
+
+    /// Skip: the plugin has nothing to check or score for this pod.
+    pub const fn skip() -> Self {
+        Status { code: Code::Skip, reasons: Vec::new(), detail: None, plugin: "" }
+    }
+
+    /// Unschedulable with one reason.
+    pub fn unschedulable(reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_code(Code::Unschedulable, reason)
+    }
+
+    /// UnschedulableAndUnresolvable with one reason.
+    pub fn unresolvable(reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_code(Code::UnschedulableAndUnresolvable, reason)
+    }
+
+    /// An internal error.
+    pub fn error(reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_code(Code::Error, reason)
+    }
+
+    /// Adds a human detail.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// Whether the code is Success.
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    /// Whether the code is Skip.
+    pub fn is_skip(&self) -> bool {
+        self.code == Code::Skip
+    }
+
+    /// Whether the node was rejected (either unschedulable code).
+    pub fn is_rejected(&self) -> bool {
+        matches!(self.code, Code::Unschedulable | Code::UnschedulableAndUnresolvable)
+    }
+
+    /// The reasons joined with ", " (kube-scheduler's `Message()`).
+    pub fn message(&self) -> String {
+        self.reasons.join(", ")
+    }
+}
