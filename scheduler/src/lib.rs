@@ -1,1 +1,10 @@
-//! placeholder
+//! custom-scheduler: the scheduling queue, cache and cycle, and the `simulate` and
+//! `explain` commands, on top of the plugins in `algorithms`.
+
+pub mod cache;
+pub mod cluster;
+pub mod config_file;
+pub mod engine;
+pub mod explain;
+pub mod queue;
+pub mod simulate;

@@ -1,1 +1,223 @@
-fn main() {}
+//! The `custom-scheduler` command line.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use scheduler::cluster::{self, ClusterObjects};
+use scheduler::{config_file, explain, simulate};
+
+/// A fast Kubernetes scheduler with kube-scheduler's semantics.
+#[derive(Parser, Debug)]
+#[command(name = "custom-scheduler", version, about)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Table,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Schedule every pending pod of a snapshot (or the built-in demo) in memory.
+    Simulate {
+        /// A `kubectl get nodes,pods,namespaces -A -o yaml|json` dump; the demo cluster when absent.
+        #[arg(long)]
+        cluster: Option<PathBuf>,
+        /// A KubeSchedulerConfiguration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// `text` (default) or `json`.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+        /// Write the resulting cluster (pods with their nodes) to this file (.json, or YAML otherwise).
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// Seed for tie-breaking between equal scores.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Explain why a pod fits or does not fit each node.
+    Explain {
+        /// A cluster dump.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// A pod manifest, or `namespace/name` of a pending pod in the dump.
+        #[arg(long)]
+        pod: String,
+        /// A KubeSchedulerConfiguration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// `table` (default) or `json`.
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// Seed for tie-breaking between equal scores.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    if let Err(e) = dispatch(cli.command) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn dispatch(cmd: Command) -> Result<()> {
+    match cmd {
+        Command::Simulate { cluster, config, output, write, seed } => {
+            run_simulate(cluster.as_deref(), config.as_deref(), output, write.as_deref(), seed)
+        }
+        Command::Explain { cluster, pod, config, output, seed } => {
+            run_explain(&cluster, &pod, config.as_deref(), output, seed)
+        }
+    }
+}
+
+fn demo_objects(seed: u64) -> ClusterObjects {
+    let g = bench::demo::demo_cluster(seed);
+    ClusterObjects { nodes: g.nodes, pods: g.pods, namespaces: g.namespaces, workloads: Default::default() }
+}
+
+fn run_simulate(
+    cluster: Option<&Path>,
+    config: Option<&Path>,
+    output: Output,
+    write: Option<&Path>,
+    seed: u64,
+) -> Result<()> {
+    let (_, profiles) = config_file::profiles(config)?;
+    let (objects, source) = match cluster {
+        Some(p) => (cluster::load_file(p)?, p.display().to_string()),
+        None => (demo_objects(seed), "built-in demo cluster".to_string()),
+    };
+    let parsed = cluster::parse_cluster(&objects, &source)?;
+    let progress = output != Output::Json && std::io::stderr().is_terminal();
+    let report = simulate::run(profiles, parsed, &simulate::SimulateOptions { seed, progress });
+    if let Some(path) = write {
+        write_cluster(path, &objects, &report.placements)?;
+    }
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        _ => {
+            println!("Simulated {source}.");
+            print!("{}", simulate::render(&report));
+        }
+    }
+    Ok(())
+}
+
+fn write_cluster(
+    path: &Path,
+    objects: &ClusterObjects,
+    placements: &std::collections::BTreeMap<String, String>,
+) -> Result<()> {
+    let mut items: Vec<serde_json::Value> = Vec::new();
+    for ns in &objects.namespaces {
+        let mut v = serde_json::to_value(ns)?;
+        v["apiVersion"] = "v1".into();
+        v["kind"] = "Namespace".into();
+        items.push(v);
+    }
+    for n in &objects.nodes {
+        let mut v = serde_json::to_value(n)?;
+        v["apiVersion"] = "v1".into();
+        v["kind"] = "Node".into();
+        items.push(v);
+    }
+    for p in &objects.pods {
+        let mut pod = p.clone();
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+        if let (Some(node), Some(spec)) = (placements.get(&key), pod.spec.as_mut()) {
+            spec.node_name = Some(node.clone());
+        }
+        let mut v = serde_json::to_value(&pod)?;
+        v["apiVersion"] = "v1".into();
+        v["kind"] = "Pod".into();
+        items.push(v);
+    }
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let text = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::to_string_pretty(&list)?
+    } else {
+        serde_yaml::to_string(&list)?
+    };
+    std::fs::write(path, text).with_context(|| format!("failed to write {}", path.display()))
+}
+
+fn load_pod(spec: &str, parsed: &cluster::ParsedCluster) -> Result<algorithms::PodInfo> {
+    let path = Path::new(spec);
+    if path.exists() {
+        let objects = cluster::load_file(path)?;
+        let Some(pod) = objects.pods.first() else { bail!("{spec} holds no Pod object") };
+        return algorithms::PodInfo::from_pod(pod).with_context(|| format!("failed to read the pod in {spec}"));
+    }
+    let key = if spec.contains('/') { spec.to_string() } else { format!("default/{spec}") };
+    parsed
+        .pending
+        .iter()
+        .chain(parsed.bound.iter())
+        .find(|p| p.key() == key)
+        .cloned()
+        .with_context(|| format!("{spec} is neither a pod manifest file nor a pod in the cluster dump"))
+}
+
+fn run_explain(cluster_path: &Path, pod: &str, config: Option<&Path>, output: Output, seed: u64) -> Result<()> {
+    let (_, profiles) = config_file::profiles(config)?;
+    let objects = cluster::load_file(cluster_path)?;
+    let mut parsed = cluster::parse_cluster(&objects, &cluster_path.display().to_string())?;
+    let mut pod = load_pod(pod, &parsed)?;
+    // Explaining a pod that is already bound asks where it would go now: leave it out.
+    let key = pod.key();
+    let before = parsed.bound.len();
+    parsed.bound.retain(|p| p.key() != key);
+    if parsed.bound.len() != before {
+        pod.node_name = None;
+    }
+    let profile = match profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name) {
+        Some(p) => p,
+        None => {
+            let p = &profiles[0];
+            tracing::warn!(pod = %key, scheduler = %pod.scheduler_name, profile = %p.scheduler_name, "the pod names another scheduler; explaining with this profile");
+            p
+        }
+    };
+    let report = explain::explain(profile, &pod, &parsed.snapshot(), seed);
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        _ => print!("{}", explain::render_table(&report)),
+    }
+    Ok(())
+}

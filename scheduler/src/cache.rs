@@ -1,0 +1,341 @@
+//! The scheduler cache: nodes with their pods, assumed placements, and incremental snapshots.
+//!
+//! One writer (the informer loop or the simulator) applies changes; the scheduling
+//! cycle reads a [`Snapshot`]. Nodes are shared with the snapshot through `Arc` and
+//! copied on write, so refreshing a snapshot replaces only the nodes that changed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use algorithms::labels::Labels;
+use algorithms::snapshot::WorkloadSelectors;
+use algorithms::{NodeInfo, PodInfo, Snapshot};
+use thiserror::Error;
+
+/// How long an assumed pod may wait for the watch to confirm its binding.
+pub const ASSUME_TTL: Duration = Duration::from_secs(30);
+
+/// A cache operation that does not apply.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CacheError {
+    /// The node is not in the cache.
+    #[error("node {0} is not in the cache")]
+    UnknownNode(String),
+    /// The pod is already placed.
+    #[error("pod {0} is already in the cache")]
+    AlreadyPlaced(String),
+}
+
+#[derive(Debug, Clone)]
+struct PodState {
+    node: String,
+    assumed: bool,
+    deadline: Option<Instant>,
+}
+
+/// The cache.
+#[derive(Debug, Default)]
+pub struct Cache {
+    nodes: Vec<Arc<NodeInfo>>,
+    index: HashMap<String, usize>,
+    namespaces: HashMap<String, Labels>,
+    workloads: Arc<WorkloadSelectors>,
+    pods: HashMap<String, PodState>,
+    dirty: HashSet<usize>,
+    structure_changed: bool,
+    images_changed: bool,
+    namespaces_changed: bool,
+}
+
+impl Cache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Cache { structure_changed: true, ..Default::default() }
+    }
+
+    /// Adds a node, or updates it when known (keeping its pods).
+    pub fn upsert_node(&mut self, node: NodeInfo) {
+        match self.index.get(&node.name) {
+            Some(&i) => {
+                Arc::make_mut(&mut self.nodes[i]).update_node(node);
+                self.dirty.insert(i);
+            }
+            None => {
+                self.index.insert(node.name.clone(), self.nodes.len());
+                self.nodes.push(Arc::new(node));
+                self.structure_changed = true;
+            }
+        }
+        self.images_changed = true;
+    }
+
+    /// Removes a node and forgets the pods on it.
+    pub fn remove_node(&mut self, name: &str) {
+        let Some(i) = self.index.remove(name) else { return };
+        self.nodes.remove(i);
+        self.index = self.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        self.pods.retain(|_, st| st.node != name);
+        self.structure_changed = true;
+        self.images_changed = true;
+    }
+
+    /// Sets a namespace's labels.
+    pub fn upsert_namespace(&mut self, name: &str, labels: Labels) {
+        self.namespaces.insert(name.to_string(), labels);
+        self.namespaces_changed = true;
+    }
+
+    /// Removes a namespace.
+    pub fn remove_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+        self.namespaces_changed = true;
+    }
+
+    /// Replaces the workload selectors used for default spreading.
+    pub fn set_workloads(&mut self, w: WorkloadSelectors) {
+        self.workloads = Arc::new(w);
+    }
+
+    fn place(&mut self, pod: Arc<PodInfo>, node: &str) -> Result<(), CacheError> {
+        let i = *self.index.get(node).ok_or_else(|| CacheError::UnknownNode(node.to_string()))?;
+        Arc::make_mut(&mut self.nodes[i]).add_pod(pod);
+        self.dirty.insert(i);
+        Ok(())
+    }
+
+    fn unplace(&mut self, key: &str, node: &str) -> Option<Arc<PodInfo>> {
+        let i = *self.index.get(node)?;
+        let (ns, name) = key.split_once('/')?;
+        let removed = Arc::make_mut(&mut self.nodes[i]).remove_pod(ns, name);
+        self.dirty.insert(i);
+        removed
+    }
+
+    /// Records a pod bound to a node (from the watch). Confirms an assumed pod.
+    pub fn add_pod(&mut self, pod: PodInfo) -> Result<(), CacheError> {
+        let Some(node) = pod.node_name.clone() else { return Ok(()) };
+        let key = pod.key();
+        if let Some(st) = self.pods.get(&key).cloned() {
+            self.unplace(&key, &st.node);
+        }
+        self.place(Arc::new(pod), &node)?;
+        self.pods.insert(key, PodState { node, assumed: false, deadline: None });
+        Ok(())
+    }
+
+    /// Removes a pod (deleted, or finished).
+    pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        let st = self.pods.remove(key)?;
+        self.unplace(key, &st.node)
+    }
+
+    /// Places a pod on a node before its binding is confirmed.
+    pub fn assume(&mut self, pod: &PodInfo, node: &str) -> Result<(), CacheError> {
+        let key = pod.key();
+        if self.pods.contains_key(&key) {
+            return Err(CacheError::AlreadyPlaced(key));
+        }
+        let mut placed = pod.clone();
+        placed.node_name = Some(node.to_string());
+        self.place(Arc::new(placed), node)?;
+        self.pods.insert(key, PodState { node: node.to_string(), assumed: true, deadline: None });
+        Ok(())
+    }
+
+    /// The binding call returned; the assumption now expires unless the watch confirms it.
+    pub fn finish_binding(&mut self, key: &str, now: Instant) {
+        if let Some(st) = self.pods.get_mut(key).filter(|s| s.assumed) {
+            st.deadline = Some(now + ASSUME_TTL);
+        }
+    }
+
+    /// Confirms an assumed pod without waiting for the watch (the in-memory binder).
+    pub fn confirm(&mut self, key: &str) {
+        if let Some(st) = self.pods.get_mut(key) {
+            st.assumed = false;
+            st.deadline = None;
+        }
+    }
+
+    /// Drops an assumed pod whose binding failed.
+    pub fn forget(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        match self.pods.get(key) {
+            Some(st) if st.assumed => self.remove_pod(key),
+            _ => None,
+        }
+    }
+
+    /// Forgets assumed pods whose confirmation never came; returns their keys.
+    pub fn expire_assumed(&mut self, now: Instant) -> Vec<String> {
+        let expired: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, st)| st.assumed && st.deadline.is_some_and(|d| d <= now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &expired {
+            self.remove_pod(k);
+        }
+        expired
+    }
+
+    /// Whether a pod is assumed (placed but not confirmed).
+    pub fn is_assumed(&self, key: &str) -> bool {
+        self.pods.get(key).is_some_and(|s| s.assumed)
+    }
+
+    /// The node a pod is placed on, if any.
+    pub fn node_of(&self, key: &str) -> Option<&str> {
+        self.pods.get(key).map(|s| s.node.as_str())
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of placed pods (bound and assumed).
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Brings `snap` up to date, copying only nodes that changed. Returns how many nodes were refreshed.
+    pub fn update_snapshot(&mut self, snap: &mut Snapshot) -> usize {
+        if self.namespaces_changed {
+            snap.namespaces = Arc::new(self.namespaces.clone());
+            self.namespaces_changed = false;
+        }
+        if !Arc::ptr_eq(&snap.workloads, &self.workloads) {
+            snap.workloads = self.workloads.clone();
+        }
+        let refreshed;
+        if self.structure_changed || snap.nodes.len() != self.nodes.len() {
+            snap.set_nodes(self.nodes.clone());
+            refreshed = self.nodes.len();
+            self.images_changed = false;
+        } else {
+            let mut affinity_changed = false;
+            for &i in &self.dirty {
+                let (Some(old), Some(new)) = (snap.nodes.get(i), self.nodes.get(i)) else { continue };
+                affinity_changed |= old.pods_with_affinity.is_empty() != new.pods_with_affinity.is_empty()
+                    || old.pods_with_required_anti_affinity.is_empty()
+                        != new.pods_with_required_anti_affinity.is_empty();
+                snap.nodes[i] = new.clone();
+            }
+            refreshed = self.dirty.len();
+            if affinity_changed {
+                snap.refresh_pod_indexes();
+            }
+            if self.images_changed {
+                snap.refresh_images();
+                self.images_changed = false;
+            }
+        }
+        self.dirty.clear();
+        self.structure_changed = false;
+        refreshed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+
+    fn node(name: &str) -> NodeInfo {
+        NodeInfo::from_node(&NodeBuilder::new(name).build()).unwrap()
+    }
+
+    #[test]
+    fn assumed_pods_count_until_forgotten() {
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        let pod = PodBuilder::new("p").req("1", "1Gi").info();
+        c.assume(&pod, "a").unwrap();
+        assert!(c.is_assumed("default/p"));
+        assert_eq!(c.update_snapshot(&mut snap), 1);
+        assert_eq!(snap.nodes[0].requested.milli_cpu, 1000);
+        assert!(c.assume(&pod, "a").is_err());
+        c.forget("default/p");
+        c.update_snapshot(&mut snap);
+        assert_eq!(snap.nodes[0].requested.milli_cpu, 0);
+        assert!(c.assume(&pod, "missing").is_err());
+    }
+
+    #[test]
+    fn the_watch_confirms_an_assumed_pod() {
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        let pod = PodBuilder::new("p").req("1", "1Gi").info();
+        c.assume(&pod, "a").unwrap();
+        c.finish_binding("default/p", Instant::now());
+        c.add_pod(PodBuilder::new("p").req("1", "1Gi").node_name("a").info()).unwrap();
+        assert!(!c.is_assumed("default/p"));
+        assert!(c.expire_assumed(Instant::now() + ASSUME_TTL * 2).is_empty());
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        assert_eq!(snap.nodes[0].pods.len(), 1);
+    }
+
+    #[test]
+    fn unconfirmed_assumptions_expire() {
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        c.assume(&PodBuilder::new("p").info(), "a").unwrap();
+        let t = Instant::now();
+        c.finish_binding("default/p", t);
+        assert!(c.expire_assumed(t + Duration::from_secs(1)).is_empty());
+        assert_eq!(c.expire_assumed(t + ASSUME_TTL), vec!["default/p".to_string()]);
+        assert_eq!(c.pod_count(), 0);
+    }
+
+    #[test]
+    fn snapshots_copy_only_changed_nodes() {
+        let mut c = Cache::new();
+        for n in ["a", "b", "c"] {
+            c.upsert_node(node(n));
+        }
+        let mut snap = Snapshot::default();
+        assert_eq!(c.update_snapshot(&mut snap), 3);
+        let b_before = snap.nodes[1].clone();
+        c.add_pod(PodBuilder::new("p").node_name("a").info()).unwrap();
+        assert_eq!(c.update_snapshot(&mut snap), 1);
+        assert!(Arc::ptr_eq(&b_before, &snap.nodes[1]));
+        assert_eq!(snap.nodes[0].pods.len(), 1);
+        // The old snapshot's node was not mutated in place.
+        assert_eq!(c.update_snapshot(&mut snap), 0);
+    }
+
+    #[test]
+    fn affinity_indexes_follow_pod_changes() {
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        c.upsert_node(node("b"));
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        let anti = PodBuilder::new("x").pod_anti_affinity(affinity_term(&[("app", "x")], "zone")).node_name("b").info();
+        c.add_pod(anti).unwrap();
+        c.update_snapshot(&mut snap);
+        assert_eq!(snap.with_required_anti_affinity, vec![1]);
+        c.remove_pod("default/x");
+        c.update_snapshot(&mut snap);
+        assert!(snap.with_required_anti_affinity.is_empty());
+    }
+
+    #[test]
+    fn removing_a_node_rebuilds_the_snapshot() {
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        c.upsert_node(node("b"));
+        c.add_pod(PodBuilder::new("p").node_name("a").info()).unwrap();
+        c.remove_node("a");
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        assert_eq!(snap.nodes.len(), 1);
+        assert_eq!(snap.index.get("b"), Some(&0));
+        assert_eq!(c.pod_count(), 0);
+    }
+}

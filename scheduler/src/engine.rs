@@ -1,0 +1,133 @@
+//! The scheduling cycle shared by `run` and `simulate`: pop a pod, refresh the
+//! snapshot, run the framework, assume the chosen node.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::cache::Cache;
+use crate::queue::{QueuedPod, SchedulingQueue};
+
+/// What one scheduling cycle decided.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Assumed on a node; the caller binds it.
+    Scheduled {
+        /// The node.
+        node: String,
+    },
+    /// Fits nowhere; parked in the unschedulable set.
+    Unschedulable {
+        /// kube-scheduler's FailedScheduling message.
+        message: String,
+    },
+    /// An internal error; retried after backoff.
+    Error {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// One finished cycle.
+#[derive(Debug, Clone)]
+pub struct Cycle {
+    /// The pod as popped.
+    pub queued: QueuedPod,
+    /// The profile (scheduler name) that handled it.
+    pub profile: String,
+    /// The decision.
+    pub outcome: Outcome,
+    /// How long the cycle took.
+    pub duration: Duration,
+}
+
+/// Cache, queue, profiles and the current snapshot.
+pub struct Engine {
+    /// Profiles by scheduler name.
+    pub profiles: Vec<Profile>,
+    /// The cache.
+    pub cache: Cache,
+    /// The queue.
+    pub queue: SchedulingQueue,
+    snapshot: Snapshot,
+    rng: StdRng,
+}
+
+impl Engine {
+    /// An engine with empty cache and queue; `seed` fixes tie-breaking.
+    pub fn new(profiles: Vec<Profile>, seed: u64) -> Self {
+        Engine {
+            profiles,
+            cache: Cache::new(),
+            queue: SchedulingQueue::default(),
+            snapshot: Snapshot::default(),
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    /// Whether one of the profiles handles the pod's scheduler name.
+    pub fn handles(&self, pod: &PodInfo) -> bool {
+        self.profiles.iter().any(|p| p.scheduler_name == pod.scheduler_name)
+    }
+
+    /// The current snapshot, refreshed from the cache.
+    pub fn snapshot(&mut self) -> &Snapshot {
+        self.cache.update_snapshot(&mut self.snapshot);
+        &self.snapshot
+    }
+
+    /// Runs the framework for a pod without changing anything.
+    pub fn evaluate(&mut self, pod: &PodInfo, opts: EvaluateOptions) -> Option<Evaluation> {
+        self.cache.update_snapshot(&mut self.snapshot);
+        let profile = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name)?;
+        Some(evaluate(profile, pod, &self.snapshot, &mut self.rng, opts))
+    }
+
+    /// Schedules the next pod from the queue, if one is ready at `now`.
+    pub fn schedule_one(&mut self, now: Instant) -> Option<Cycle> {
+        let queued = self.queue.pop(now)?;
+        let started = Instant::now();
+        let pod: Arc<PodInfo> = queued.pod.clone();
+        let key = pod.key();
+        self.cache.update_snapshot(&mut self.snapshot);
+        let Some(profile) = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name) else {
+            self.queue.delete(&key);
+            let message = format!("no profile for scheduler name {:?}", pod.scheduler_name);
+            return Some(Cycle { queued, profile: String::new(), outcome: Outcome::Error { message }, duration: started.elapsed() });
+        };
+        let profile_name = profile.scheduler_name.clone();
+        let ev = evaluate(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default());
+        let outcome = match (ev.selected, &ev.error) {
+            (_, Some(err)) => {
+                self.queue.error(&key, now);
+                Outcome::Error { message: format!("running {} plugin failed: {}", err.plugin, err.message()) }
+            }
+            (Some(i), None) => {
+                let node = self.snapshot.nodes[i].name.clone();
+                match self.cache.assume(&pod, &node) {
+                    Ok(()) => {
+                        self.queue.done(&key);
+                        Outcome::Scheduled { node }
+                    }
+                    Err(e) => {
+                        self.queue.error(&key, now);
+                        Outcome::Error { message: format!("failed to assume pod: {e}") }
+                    }
+                }
+            }
+            (None, None) => {
+                let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();
+                plugins.sort_unstable();
+                plugins.dedup();
+                let message = ev.failure_message().unwrap_or_default();
+                self.queue.unschedulable(&key, plugins, now);
+                Outcome::Unschedulable { message }
+            }
+        };
+        Some(Cycle { queued, profile: profile_name, outcome, duration: started.elapsed() })
+    }
+}

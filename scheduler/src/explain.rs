@@ -1,0 +1,179 @@
+//! `explain`: why a pod fits or does not fit each node, and which node it would get.
+
+use std::collections::BTreeMap;
+
+use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::{PodInfo, Profile, Snapshot};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde::Serialize;
+
+/// Why a node was rejected.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FailedNode {
+    /// The first filter plugin that rejected it.
+    pub plugin: String,
+    /// `Unschedulable` or `UnschedulableAndUnresolvable`.
+    pub code: String,
+    /// kube-scheduler's reason strings.
+    pub reasons: Vec<String>,
+    /// What exactly did not fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Scores of one feasible node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NodeScores {
+    /// Normalized 0-100 score per plugin, before weighting.
+    pub plugins: BTreeMap<String, i64>,
+    /// Weighted total.
+    pub total: i64,
+}
+
+/// The `explain --output json` contract.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExplainReport {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Nodes that pass every filter, in cluster order.
+    pub feasible_nodes: Vec<String>,
+    /// Rejected nodes.
+    pub failed_nodes: BTreeMap<String, FailedNode>,
+    /// Scores of feasible nodes.
+    pub scores: BTreeMap<String, NodeScores>,
+    /// The node the scheduler would pick.
+    pub selected_node: Option<String>,
+    /// kube-scheduler's summary when no node fits.
+    pub message: Option<String>,
+    /// Score plugin weights, for readers of the table.
+    #[serde(skip)]
+    pub weights: Vec<(String, i64)>,
+}
+
+/// Evaluates `pod` on every node of `snapshot` with `profile`.
+pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64) -> ExplainReport {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let ev = evaluate(profile, pod, snapshot, &mut rng, EvaluateOptions { always_score: true });
+    let name = |i: usize| snapshot.nodes[i].name.clone();
+    let failed_nodes = ev
+        .rejected
+        .iter()
+        .map(|(i, st)| {
+            let f = FailedNode {
+                plugin: st.plugin.to_string(),
+                code: st.code.as_str().to_string(),
+                reasons: st.reasons.iter().map(|r| r.to_string()).collect(),
+                detail: st.detail.clone(),
+            };
+            (name(*i), f)
+        })
+        .collect();
+    let mut scores = BTreeMap::new();
+    for (k, &i) in ev.feasible.iter().enumerate() {
+        let plugins = ev.scores.iter().map(|ps| (ps.name.to_string(), ps.scores.get(k).copied().unwrap_or(0))).collect();
+        scores.insert(name(i), NodeScores { plugins, total: ev.totals.get(k).copied().unwrap_or(0) });
+    }
+    ExplainReport {
+        pod: pod.key(),
+        feasible_nodes: ev.feasible.iter().map(|&i| name(i)).collect(),
+        failed_nodes,
+        scores,
+        selected_node: ev.selected.map(name),
+        message: ev.failure_message(),
+        weights: profile.scores.iter().map(|s| (s.plugin.name().to_string(), s.weight)).collect(),
+    }
+}
+
+/// Short column headers for score plugins.
+fn short(plugin: &str) -> &str {
+    match plugin {
+        "TaintToleration" => "Taint",
+        "NodeAffinity" => "NodeAff",
+        "NodeResourcesFit" => "Fit",
+        "PodTopologySpread" => "Spread",
+        "InterPodAffinity" => "PodAff",
+        "NodeResourcesBalancedAllocation" => "Balanced",
+        "ImageLocality" => "Image",
+        other => other,
+    }
+}
+
+fn table(rows: &[Vec<String>], right: &[bool]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> =
+        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let w = widths[c];
+            let last = c + 1 == r.len();
+            if right.get(c).copied().unwrap_or(false) {
+                line.push_str(&format!("{cell:>w$}"));
+            } else if last {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}"));
+            }
+            if !last {
+                line.push_str("  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The table a person reads: feasible nodes by total, then rejected nodes with reasons.
+pub fn render_table(r: &ExplainReport) -> String {
+    let mut out = String::new();
+    let total_nodes = r.feasible_nodes.len() + r.failed_nodes.len();
+    match &r.selected_node {
+        Some(n) => out.push_str(&format!(
+            "Pod {} would be scheduled to {n} ({} of {total_nodes} nodes fit).\n",
+            r.pod,
+            r.feasible_nodes.len()
+        )),
+        None => out.push_str(&format!("Pod {} fits no node.\n", r.pod)),
+    }
+    if let Some(m) = &r.message {
+        out.push_str(m);
+        out.push('\n');
+    }
+    if !r.scores.is_empty() {
+        let mut header = vec!["NODE".to_string(), "TOTAL".to_string()];
+        header.extend(r.weights.iter().map(|(p, w)| format!("{}×{w}", short(p))));
+        let mut rows = vec![header];
+        let mut feasible: Vec<(&String, &NodeScores)> = r.scores.iter().collect();
+        feasible.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(b.0)));
+        for (node, s) in feasible {
+            let mark = if Some(node) == r.selected_node.as_ref() { format!("{node} *") } else { node.clone() };
+            let mut row = vec![mark, s.total.to_string()];
+            row.extend(r.weights.iter().map(|(p, _)| s.plugins.get(p).map(|v| v.to_string()).unwrap_or_default()));
+            rows.push(row);
+        }
+        let right: Vec<bool> = (0..rows[0].len()).map(|c| c > 0).collect();
+        out.push_str("\nFeasible nodes (* = selected; scores are 0-100 before weighting):\n");
+        out.push_str(&table(&rows, &right));
+    }
+    if !r.failed_nodes.is_empty() {
+        let mut rows = vec![vec!["NODE".into(), "PLUGIN".into(), "REASON".into(), "DETAIL".into()]];
+        let mut failed: Vec<(&String, &FailedNode)> = r.failed_nodes.iter().collect();
+        failed.sort_by(|a, b| a.1.plugin.cmp(&b.1.plugin).then(a.0.cmp(b.0)));
+        for (node, f) in failed {
+            let code = if f.code == "UnschedulableAndUnresolvable" { " (unresolvable)" } else { "" };
+            rows.push(vec![
+                node.clone(),
+                f.plugin.clone(),
+                format!("{}{code}", f.reasons.join(", ")),
+                f.detail.clone().unwrap_or_default(),
+            ]);
+        }
+        out.push_str(&format!("\nRejected nodes ({}):\n", r.failed_nodes.len()));
+        out.push_str(&table(&rows, &[]));
+    }
+    out
+}

@@ -1,0 +1,368 @@
+//! The scheduling queue: activeQ by priority then age, per-pod exponential backoff,
+//! and an unschedulable set moved back by cluster events or after five minutes.
+//!
+//! Time is passed in by the caller, so the queue is deterministic under test and in
+//! simulations that run on a virtual clock.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use algorithms::PodInfo;
+use priority_queue::PriorityQueue;
+
+/// Pods sitting in the unschedulable set longer than this are retried anyway.
+pub const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
+
+/// A change in the cluster that may let unschedulable pods fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterEvent {
+    /// A node was added.
+    NodeAdded,
+    /// A node's allocatable, labels, taints or schedulability changed.
+    NodeChanged,
+    /// A pod was bound (can satisfy affinity or spreading).
+    AssignedPodAdded,
+    /// A bound pod went away (frees resources, ports, anti-affinity).
+    AssignedPodDeleted,
+}
+
+impl ClusterEvent {
+    /// Whether a pod rejected by `plugin` might fit after this event.
+    fn may_help(&self, plugin: &str) -> bool {
+        use algorithms::plugins::{inter_pod_affinity, node_ports, node_resources_fit, pod_topology_spread};
+        match self {
+            ClusterEvent::NodeAdded | ClusterEvent::NodeChanged => true,
+            ClusterEvent::AssignedPodAdded => plugin == inter_pod_affinity::NAME || plugin == pod_topology_spread::NAME,
+            ClusterEvent::AssignedPodDeleted => [
+                node_resources_fit::NAME,
+                node_ports::NAME,
+                inter_pod_affinity::NAME,
+                pod_topology_spread::NAME,
+            ]
+            .contains(&plugin),
+        }
+    }
+}
+
+/// A pod in the queue with its scheduling history.
+#[derive(Debug, Clone)]
+pub struct QueuedPod {
+    /// The pod.
+    pub pod: Arc<PodInfo>,
+    /// Scheduling attempts so far.
+    pub attempts: u32,
+    /// Plugins that rejected it last time.
+    pub rejected_by: Vec<&'static str>,
+    /// When it first entered the queue.
+    pub first_seen: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Order {
+    priority: i32,
+    older_first: Reverse<(i128, u64)>,
+}
+
+/// The scheduling queue.
+#[derive(Debug)]
+pub struct SchedulingQueue {
+    active: PriorityQueue<String, Order>,
+    backoff: PriorityQueue<String, Reverse<Instant>>,
+    unschedulable: HashMap<String, Instant>,
+    pods: HashMap<String, QueuedPod>,
+    seq: u64,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+}
+
+/// Pod counts per sub-queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLengths {
+    /// Ready to be scheduled.
+    pub active: usize,
+    /// Waiting out their backoff.
+    pub backoff: usize,
+    /// Waiting for a cluster event.
+    pub unschedulable: usize,
+}
+
+impl Default for SchedulingQueue {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(1), Duration::from_secs(10))
+    }
+}
+
+impl SchedulingQueue {
+    /// A queue with the given backoff bounds.
+    pub fn new(initial_backoff: Duration, max_backoff: Duration) -> Self {
+        SchedulingQueue {
+            active: PriorityQueue::new(),
+            backoff: PriorityQueue::new(),
+            unschedulable: HashMap::new(),
+            pods: HashMap::new(),
+            seq: 0,
+            initial_backoff,
+            max_backoff: max_backoff.max(initial_backoff),
+        }
+    }
+
+    fn order(&mut self, pod: &PodInfo) -> Order {
+        self.seq += 1;
+        Order { priority: pod.priority, older_first: Reverse((pod.created_nanos, self.seq)) }
+    }
+
+    /// Adds a pending pod, or refreshes it if already queued (a spec update makes it active again).
+    pub fn add(&mut self, pod: Arc<PodInfo>, now: Instant) {
+        let key = pod.key();
+        let order = self.order(&pod);
+        match self.pods.get_mut(&key) {
+            Some(q) => {
+                q.pod = pod;
+                if self.unschedulable.remove(&key).is_some() {
+                    self.backoff.push(key.clone(), Reverse(now));
+                }
+            }
+            None => {
+                self.pods.insert(key.clone(), QueuedPod { pod, attempts: 0, rejected_by: Vec::new(), first_seen: now });
+                self.active.push(key, order);
+            }
+        }
+    }
+
+    /// Removes a pod (deleted, or bound by someone else).
+    pub fn delete(&mut self, key: &str) {
+        self.pods.remove(key);
+        self.active.remove(key);
+        self.backoff.remove(key);
+        self.unschedulable.remove(key);
+    }
+
+    /// Whether the queue holds the pod in any sub-queue or in flight.
+    pub fn contains(&self, key: &str) -> bool {
+        self.pods.contains_key(key)
+    }
+
+    /// Moves pods whose backoff is over to activeQ and pops the highest priority one.
+    /// The pod stays known to the queue (in flight) until `done`, `unschedulable` or `error`.
+    pub fn pop(&mut self, now: Instant) -> Option<QueuedPod> {
+        self.flush_backoff(now);
+        let (key, _) = self.active.pop()?;
+        let q = self.pods.get_mut(&key)?;
+        q.attempts += 1;
+        Some(q.clone())
+    }
+
+    /// The pod was scheduled (assumed); the queue forgets it.
+    pub fn done(&mut self, key: &str) {
+        self.pods.remove(key);
+    }
+
+    /// The pod fits nowhere: park it until an event that may help, or the flush interval.
+    pub fn unschedulable(&mut self, key: &str, rejected_by: Vec<&'static str>, now: Instant) {
+        if let Some(q) = self.pods.get_mut(key) {
+            q.rejected_by = rejected_by;
+            self.unschedulable.insert(key.to_string(), now);
+        }
+    }
+
+    /// An error (e.g. a failed bind): retry after the pod's backoff.
+    pub fn error(&mut self, key: &str, now: Instant) {
+        if let Some(q) = self.pods.get(key) {
+            let at = now + self.backoff_for(q.attempts);
+            self.backoff.push(key.to_string(), Reverse(at));
+        }
+    }
+
+    /// Puts a pod that was popped or forgotten back (e.g. its bind failed) with backoff.
+    pub fn requeue(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Instant) {
+        let key = pod.key();
+        self.pods.insert(key.clone(), QueuedPod { pod, attempts, rejected_by: Vec::new(), first_seen: now });
+        self.active.remove(&key);
+        self.unschedulable.remove(&key);
+        self.backoff.push(key, Reverse(now + self.backoff_for(attempts)));
+    }
+
+    /// Backoff after `attempts` failed attempts: 1 s doubling up to 10 s by default.
+    pub fn backoff_for(&self, attempts: u32) -> Duration {
+        let shift = attempts.saturating_sub(1).min(20);
+        self.initial_backoff.saturating_mul(1 << shift).min(self.max_backoff)
+    }
+
+    fn backoff_until(&self, q: &QueuedPod, since: Instant) -> Instant {
+        since + self.backoff_for(q.attempts)
+    }
+
+    /// Moves unschedulable pods that the event may help to activeQ, or to backoff if
+    /// their backoff has not run out. Returns how many moved.
+    pub fn on_event(&mut self, event: ClusterEvent, now: Instant) -> usize {
+        let keys: Vec<String> = self
+            .unschedulable
+            .keys()
+            .filter(|k| {
+                self.pods
+                    .get(*k)
+                    .is_some_and(|q| q.rejected_by.is_empty() || q.rejected_by.iter().any(|p| event.may_help(p)))
+            })
+            .cloned()
+            .collect();
+        for k in &keys {
+            self.reactivate(k, now);
+        }
+        keys.len()
+    }
+
+    fn reactivate(&mut self, key: &str, now: Instant) {
+        let Some(since) = self.unschedulable.remove(key) else { return };
+        let Some(q) = self.pods.get(key).cloned() else { return };
+        let until = self.backoff_until(&q, since);
+        if until <= now {
+            let order = self.order(&q.pod);
+            self.active.push(key.to_string(), order);
+        } else {
+            self.backoff.push(key.to_string(), Reverse(until));
+        }
+    }
+
+    /// Retries pods parked as unschedulable for longer than five minutes.
+    pub fn flush_unschedulable(&mut self, now: Instant) {
+        let stale: Vec<String> = self
+            .unschedulable
+            .iter()
+            .filter(|(_, since)| now.saturating_duration_since(**since) >= UNSCHEDULABLE_FLUSH)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in stale {
+            self.reactivate(&k, now);
+        }
+    }
+
+    fn flush_backoff(&mut self, now: Instant) {
+        while let Some((_, Reverse(at))) = self.backoff.peek() {
+            if *at > now {
+                break;
+            }
+            let Some((key, _)) = self.backoff.pop() else { break };
+            if let Some(q) = self.pods.get(&key).cloned() {
+                let order = self.order(&q.pod);
+                self.active.push(key, order);
+            }
+        }
+    }
+
+    /// When the earliest backoff ends, if any pod is backing off.
+    pub fn next_backoff(&self) -> Option<Instant> {
+        self.backoff.peek().map(|(_, Reverse(at))| *at)
+    }
+
+    /// Sizes of the sub-queues.
+    pub fn lengths(&self) -> QueueLengths {
+        QueueLengths { active: self.active.len(), backoff: self.backoff.len(), unschedulable: self.unschedulable.len() }
+    }
+
+    /// Keys of pods in the unschedulable set.
+    pub fn unschedulable_keys(&self) -> Vec<String> {
+        self.unschedulable.keys().cloned().collect()
+    }
+
+    /// The queued record of a pod.
+    pub fn get(&self, key: &str) -> Option<&QueuedPod> {
+        self.pods.get(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use algorithms::testing::PodBuilder;
+
+    fn pod(name: &str, priority: i32, created: i128) -> Arc<PodInfo> {
+        let mut p = PodBuilder::new(name).priority(priority).info();
+        p.created_nanos = created;
+        Arc::new(p)
+    }
+
+    #[test]
+    fn pops_by_priority_then_age() {
+        let now = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("young-low", 0, 20), now);
+        q.add(pod("old-low", 0, 10), now);
+        q.add(pod("high", 100, 30), now);
+        let order: Vec<String> = std::iter::from_fn(|| q.pop(now).map(|p| p.pod.name.clone())).collect();
+        assert_eq!(order, vec!["high", "old-low", "young-low"]);
+    }
+
+    #[test]
+    fn backoff_doubles_until_ten_seconds() {
+        let q = SchedulingQueue::default();
+        let secs: Vec<u64> = (1..=6).map(|a| q.backoff_for(a).as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 10, 10]);
+    }
+
+    #[test]
+    fn errored_pods_wait_out_their_backoff() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        let popped = q.pop(t0).unwrap();
+        assert_eq!(popped.attempts, 1);
+        q.error("default/p", t0);
+        assert!(q.pop(t0 + Duration::from_millis(999)).is_none());
+        assert_eq!(q.pop(t0 + Duration::from_secs(1)).unwrap().attempts, 2);
+        q.error("default/p", t0 + Duration::from_secs(1));
+        assert!(q.pop(t0 + Duration::from_millis(2999)).is_none());
+        assert!(q.pop(t0 + Duration::from_secs(3)).is_some());
+    }
+
+    #[test]
+    fn unschedulable_pods_move_only_on_helpful_events() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        q.pop(t0);
+        q.unschedulable("default/p", vec!["NodeResourcesFit"], t0);
+        let later = t0 + Duration::from_secs(2);
+        assert_eq!(q.on_event(ClusterEvent::AssignedPodAdded, later), 0);
+        assert!(q.pop(later).is_none());
+        assert_eq!(q.on_event(ClusterEvent::AssignedPodDeleted, later), 1);
+        assert_eq!(q.pop(later).unwrap().attempts, 2);
+    }
+
+    #[test]
+    fn moved_pods_still_back_off() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        q.pop(t0);
+        q.unschedulable("default/p", vec!["TaintToleration"], t0);
+        assert_eq!(q.on_event(ClusterEvent::NodeAdded, t0 + Duration::from_millis(100)), 1);
+        assert_eq!(q.lengths().backoff, 1);
+        assert!(q.pop(t0 + Duration::from_millis(500)).is_none());
+        assert!(q.pop(t0 + Duration::from_secs(1)).is_some());
+    }
+
+    #[test]
+    fn unschedulable_pods_are_flushed_after_five_minutes() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        q.pop(t0);
+        q.unschedulable("default/p", vec!["NodeAffinity"], t0);
+        q.flush_unschedulable(t0 + Duration::from_secs(299));
+        assert_eq!(q.lengths().unschedulable, 1);
+        q.flush_unschedulable(t0 + UNSCHEDULABLE_FLUSH);
+        assert!(q.pop(t0 + UNSCHEDULABLE_FLUSH).is_some());
+    }
+
+    #[test]
+    fn deleted_pods_are_dropped_everywhere() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        q.delete("default/p");
+        assert!(q.pop(t0).is_none());
+        assert!(!q.contains("default/p"));
+    }
+}

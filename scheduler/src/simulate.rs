@@ -1,0 +1,217 @@
+//! `simulate`: the real queue, cache, framework and an in-memory binder over a snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use algorithms::Profile;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::cluster::ParsedCluster;
+use crate::engine::{Engine, Outcome};
+use crate::queue::ClusterEvent;
+
+/// Options of a simulation run.
+#[derive(Debug, Clone, Default)]
+pub struct SimulateOptions {
+    /// Seed for tie-breaking.
+    pub seed: u64,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Slowest.
+    pub max: f64,
+}
+
+/// The result of a simulation (the `simulate --output json` contract).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimulationReport {
+    /// Pods placed.
+    pub scheduled: usize,
+    /// Pods that fit nowhere.
+    pub unschedulable: usize,
+    /// Pod key to node.
+    pub placements: BTreeMap<String, String>,
+    /// Pod key to kube-scheduler's FailedScheduling message.
+    pub failures: BTreeMap<String, String>,
+    /// Wall-clock seconds of the scheduling loop.
+    pub seconds: f64,
+    /// Scheduled pods per second.
+    pub pods_per_second: f64,
+    /// Per-attempt scheduling latency.
+    pub latency_ms: Latency,
+    /// Scheduling attempts (retries included).
+    pub attempts: usize,
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Pending pods skipped because they still have scheduling gates.
+    pub gated: usize,
+    /// Peak resident memory of the process, in MiB (when the platform reports it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_memory_mib: Option<f64>,
+}
+
+/// Peak resident set size of this process in bytes (Linux), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Millisecond percentile of sorted durations (nearest rank).
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1].as_secs_f64() * 1000.0
+}
+
+/// Loads a parsed cluster into an engine: nodes, bound pods, namespaces; queues pending pods
+/// of the engine's profiles. Returns the number of gated pods left out.
+pub fn load(engine: &mut Engine, cluster: ParsedCluster, now: Instant) -> usize {
+    for (ns, labels) in cluster.namespaces {
+        engine.cache.upsert_namespace(&ns, labels);
+    }
+    engine.cache.set_workloads(cluster.workloads);
+    for node in cluster.nodes {
+        engine.cache.upsert_node(node);
+    }
+    for pod in cluster.bound {
+        // Every bound pod's node is among the nodes loaded above.
+        let _ = engine.cache.add_pod(pod);
+    }
+    let mut gated = 0;
+    for pod in cluster.pending {
+        if !engine.handles(&pod) {
+            continue;
+        }
+        if !pod.scheduling_gates.is_empty() {
+            gated += 1;
+            continue;
+        }
+        engine.queue.add(Arc::new(pod), now);
+    }
+    gated
+}
+
+/// Runs the scheduling loop until every pod is placed or parked as unschedulable.
+pub fn run(profiles: Vec<Profile>, cluster: ParsedCluster, opts: &SimulateOptions) -> SimulationReport {
+    let mut engine = Engine::new(profiles, opts.seed);
+    let mut clock = Instant::now();
+    let gated = load(&mut engine, cluster, clock);
+    let total = engine.queue.lengths().active as u64;
+    let bar = if opts.progress && total > 0 {
+        let bar = ProgressBar::new(total);
+        if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} pods {per_sec} {msg}") {
+            bar.set_style(style);
+        }
+        Some(bar)
+    } else {
+        None
+    };
+    let mut report = SimulationReport { nodes: engine.cache.node_count(), gated, ..Default::default() };
+    let mut latencies: Vec<Duration> = Vec::with_capacity(total as usize);
+    let started = Instant::now();
+    loop {
+        let Some(cycle) = engine.schedule_one(clock) else {
+            // Nothing is ready: jump the virtual clock to the next backoff expiry, if any.
+            match engine.queue.next_backoff() {
+                Some(at) => {
+                    clock = clock.max(at);
+                    continue;
+                }
+                None => break,
+            }
+        };
+        latencies.push(cycle.duration);
+        let key = cycle.queued.pod.key();
+        match cycle.outcome {
+            Outcome::Scheduled { node } => {
+                engine.cache.confirm(&key);
+                report.failures.remove(&key);
+                report.placements.insert(key, node);
+                engine.queue.on_event(ClusterEvent::AssignedPodAdded, clock);
+                if let Some(b) = &bar {
+                    b.inc(1);
+                }
+            }
+            Outcome::Unschedulable { message } | Outcome::Error { message } => {
+                if cycle.queued.attempts == 1 {
+                    if let Some(b) = &bar {
+                        b.inc(1);
+                    }
+                }
+                report.failures.insert(key, message);
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    latencies.sort_unstable();
+    report.scheduled = report.placements.len();
+    report.unschedulable = report.failures.len();
+    report.attempts = latencies.len();
+    report.seconds = elapsed.as_secs_f64();
+    report.pods_per_second = if report.seconds > 0.0 { report.scheduled as f64 / report.seconds } else { 0.0 };
+    report.latency_ms = Latency {
+        p50: percentile(&latencies, 50.0),
+        p99: percentile(&latencies, 99.0),
+        max: latencies.last().map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0),
+    };
+    report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
+    report
+}
+
+/// The human summary of a simulation.
+pub fn render(report: &SimulationReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Scheduled {} of {} pods on {} nodes in {:.3}s ({:.0} pods/s); {} unschedulable{}.",
+        report.scheduled,
+        report.scheduled + report.unschedulable,
+        report.nodes,
+        report.seconds,
+        report.pods_per_second,
+        report.unschedulable,
+        if report.gated > 0 { format!(", {} gated", report.gated) } else { String::new() }
+    );
+    let _ = writeln!(
+        s,
+        "Latency per attempt: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} attempts.",
+        report.latency_ms.p50, report.latency_ms.p99, report.latency_ms.max, report.attempts
+    );
+    if let Some(m) = report.peak_memory_mib {
+        let _ = writeln!(s, "Peak memory: {m:.0} MiB.");
+    }
+    let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for node in report.placements.values() {
+        *per_node.entry(node.as_str()).or_default() += 1;
+    }
+    if let Some((busiest, n)) = per_node.iter().max_by_key(|(_, n)| **n) {
+        let _ = writeln!(s, "Pods landed on {} nodes; busiest {busiest} with {n} new pods.", per_node.len());
+    }
+    if !report.failures.is_empty() {
+        let _ = writeln!(s, "\nUnschedulable pods:");
+        let width = report.failures.keys().map(String::len).max().unwrap_or(0);
+        for (pod, msg) in &report.failures {
+            let _ = writeln!(s, "  {pod:width$}  {msg}");
+        }
+    }
+    s
+}
