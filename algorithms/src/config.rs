@@ -181,15 +181,15 @@ pub struct PluginConfig {
 impl SchedulerConfiguration {
     /// Builds every profile (one default profile named `custom-scheduler` when none is listed).
     pub fn build_profiles(&self) -> Result<Vec<Profile>, ConfigError> {
-        if let Some(v) = &self.api_version {
-            if v != "kubescheduler.config.k8s.io/v1" {
-                return Err(ConfigError::Invalid(format!("apiVersion {v:?} is not kubescheduler.config.k8s.io/v1")));
-            }
+        if let Some(v) = &self.api_version
+            && v != "kubescheduler.config.k8s.io/v1"
+        {
+            return Err(ConfigError::Invalid(format!("apiVersion {v:?} is not kubescheduler.config.k8s.io/v1")));
         }
-        if let Some(k) = &self.kind {
-            if k != "KubeSchedulerConfiguration" {
-                return Err(ConfigError::Invalid(format!("kind {k:?} is not KubeSchedulerConfiguration")));
-            }
+        if let Some(k) = &self.kind
+            && k != "KubeSchedulerConfiguration"
+        {
+            return Err(ConfigError::Invalid(format!("kind {k:?} is not KubeSchedulerConfiguration")));
         }
         let defaults = [ProfileConfig::default()];
         let profiles = if self.profiles.is_empty() { &defaults[..] } else { &self.profiles[..] };

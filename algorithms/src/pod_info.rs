@@ -74,7 +74,7 @@ pub struct AffinityTerm {
 impl AffinityTerm {
     /// Whether `pod` (whose namespace carries `ns_labels`) is selected by the term.
     pub fn matches(&self, pod: &PodInfo, ns_labels: &Labels) -> bool {
-        let ns_ok = self.namespaces.iter().any(|n| *n == pod.namespace)
+        let ns_ok = self.namespaces.contains(&pod.namespace)
             || self.namespace_selector.as_ref().is_some_and(|s| s.matches(ns_labels));
         ns_ok && self.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
     }

@@ -72,7 +72,7 @@ impl Quantity {
                 // the magnitude right and round the rest up.
                 if !seen_point {
                     exp10 += 1;
-                } else if d != 0 && mantissa % 10 == 0 {
+                } else if d != 0 && mantissa.is_multiple_of(10) {
                     mantissa += 1;
                 }
                 continue;

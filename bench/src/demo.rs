@@ -27,7 +27,7 @@ fn pending(name: &str, ns: &str, app: &str) -> PodBuilder {
 
 fn cpu_node(i: usize, rng: &mut StdRng) -> core::Node {
     let zone = ZONES[i % ZONES.len()];
-    let highmem = i % 5 == 0;
+    let highmem = i.is_multiple_of(5);
     let mut b = NodeBuilder::new(&format!("cpu-{i:03}"))
         .label("topology.kubernetes.io/zone", zone)
         .label("node.kubernetes.io/pool", if highmem { "highmem" } else { "general" })
@@ -49,7 +49,7 @@ fn gpu_node(i: usize) -> core::Node {
     NodeBuilder::new(&format!("gpu-{i:02}"))
         .label("topology.kubernetes.io/zone", ZONES[i % ZONES.len()])
         .label("node.kubernetes.io/pool", "gpu")
-        .label("accelerator", if i % 3 == 0 { "h200" } else { "h100" })
+        .label("accelerator", if i.is_multiple_of(3) { "h200" } else { "h100" })
         .capacity("64", "512Gi", "110")
         .resource(GPU, "8")
         .taint(GPU, "present", "NoSchedule")
@@ -146,12 +146,26 @@ pub fn demo_cluster(seed: u64) -> GeneratedCluster {
         );
     }
     for i in 0..40 {
-        push(&mut c, pending(&format!("ingress-{i}"), "default", "ingress").container("100m", "128Mi").host_port("", "TCP", 8443));
+        push(
+            &mut c,
+            pending(&format!("ingress-{i}"), "default", "ingress")
+                .container("100m", "128Mi")
+                .host_port("", "TCP", 8443),
+        );
     }
     // Pods that fit nowhere, each for a different reason.
-    push(&mut c, pending("huge-train", "ml", "train").container("8", "64Gi").req_list(&[(GPU, "16")]).toleration(GPU, "Exists", "", ""));
+    push(
+        &mut c,
+        pending("huge-train", "ml", "train")
+            .container("8", "64Gi")
+            .req_list(&[(GPU, "16")])
+            .toleration(GPU, "Exists", "", ""),
+    );
     push(&mut c, pending("gpu-no-toleration", "ml", "train").container("1", "1Gi").req_list(&[(GPU, "1")]));
-    push(&mut c, pending("arm-only", "default", "arm").container("1", "1Gi").node_selector("kubernetes.io/arch", "arm64"));
+    push(
+        &mut c,
+        pending("arm-only", "default", "arm").container("1", "1Gi").node_selector("kubernetes.io/arch", "arm64"),
+    );
     push(&mut c, pending("monster", "batch", "etl").container("200", "1Ti"));
     c
 }

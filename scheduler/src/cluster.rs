@@ -89,7 +89,10 @@ fn flatten(values: Vec<Value>) -> Vec<Value> {
     for v in values {
         match v {
             Value::Array(items) => out.extend(flatten(items)),
-            Value::Object(ref o) if o.get("items").is_some_and(Value::is_array) && o.get("kind").and_then(Value::as_str).is_none_or(|k| k.ends_with("List")) => {
+            Value::Object(ref o)
+                if o.get("items").is_some_and(Value::is_array)
+                    && o.get("kind").and_then(Value::as_str).is_none_or(|k| k.ends_with("List")) =>
+            {
                 if let Some(Value::Array(items)) = v.get("items").cloned() {
                     out.extend(flatten(items));
                 }
@@ -145,7 +148,8 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
             }
             "ReplicaSet" | "StatefulSet" => {
                 if let Some(sel) = v.pointer("/spec/selector").cloned() {
-                    let api: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector = typed(sel, path, &kind, i)?;
+                    let api: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+                        typed(sel, path, &kind, i)?;
                     let parsed = LabelSelector::parse(&api).map_err(|e| LoadError::Object {
                         path: path.into(),
                         kind: kind.clone(),
@@ -202,8 +206,8 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
     let mut nodes = Vec::with_capacity(objects.nodes.len());
     let mut index: HashMap<String, usize> = HashMap::new();
     for n in &objects.nodes {
-        let info = NodeInfo::from_node(n)
-            .map_err(|e| obj_err("Node", n.metadata.name.clone().unwrap_or_default(), &e))?;
+        let info =
+            NodeInfo::from_node(n).map_err(|e| obj_err("Node", n.metadata.name.clone().unwrap_or_default(), &e))?;
         if index.insert(info.name.clone(), nodes.len()).is_some() {
             warn!(node = %info.name, "node listed twice; keeping the first");
             continue;
@@ -220,7 +224,9 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         match &info.node_name {
             Some(node) => match index.get(node) {
                 Some(_) => bound.push(info),
-                None => warn!(pod = %info.key(), node = %node, "pod is bound to a node that is not in the snapshot; ignoring it"),
+                None => {
+                    warn!(pod = %info.key(), node = %node, "pod is bound to a node that is not in the snapshot; ignoring it")
+                }
             },
             None => pending.push(info),
         }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use algorithms::Profile;
-use algorithms::config::{ConfigError, SchedulerConfiguration, default_profile, DEFAULT_SCHEDULER_NAME};
+use algorithms::config::{ConfigError, DEFAULT_SCHEDULER_NAME, SchedulerConfiguration, default_profile};
 use thiserror::Error;
 
 /// A configuration file that cannot be used.

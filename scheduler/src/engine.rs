@@ -97,7 +97,12 @@ impl Engine {
         let Some(profile) = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name) else {
             self.queue.delete(&key);
             let message = format!("no profile for scheduler name {:?}", pod.scheduler_name);
-            return Some(Cycle { queued, profile: String::new(), outcome: Outcome::Error { message }, duration: started.elapsed() });
+            return Some(Cycle {
+                queued,
+                profile: String::new(),
+                outcome: Outcome::Error { message },
+                duration: started.elapsed(),
+            });
         };
         let profile_name = profile.scheduler_name.clone();
         let ev = evaluate(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default());

@@ -72,7 +72,8 @@ pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64)
         .collect();
     let mut scores = BTreeMap::new();
     for (k, &i) in ev.feasible.iter().enumerate() {
-        let plugins = ev.scores.iter().map(|ps| (ps.name.to_string(), ps.scores.get(k).copied().unwrap_or(0))).collect();
+        let plugins =
+            ev.scores.iter().map(|ps| (ps.name.to_string(), ps.scores.get(k).copied().unwrap_or(0))).collect();
         scores.insert(name(i), NodeScores { plugins, total: ev.totals.get(k).copied().unwrap_or(0) });
     }
     ExplainReport {

@@ -35,13 +35,10 @@ impl ClusterEvent {
         match self {
             ClusterEvent::NodeAdded | ClusterEvent::NodeChanged => true,
             ClusterEvent::AssignedPodAdded => plugin == inter_pod_affinity::NAME || plugin == pod_topology_spread::NAME,
-            ClusterEvent::AssignedPodDeleted => [
-                node_resources_fit::NAME,
-                node_ports::NAME,
-                inter_pod_affinity::NAME,
-                pod_topology_spread::NAME,
-            ]
-            .contains(&plugin),
+            ClusterEvent::AssignedPodDeleted => {
+                [node_resources_fit::NAME, node_ports::NAME, inter_pod_affinity::NAME, pod_topology_spread::NAME]
+                    .contains(&plugin)
+            }
         }
     }
 }

@@ -148,10 +148,10 @@ pub fn run(profiles: Vec<Profile>, cluster: ParsedCluster, opts: &SimulateOption
                 }
             }
             Outcome::Unschedulable { message } | Outcome::Error { message } => {
-                if cycle.queued.attempts == 1 {
-                    if let Some(b) = &bar {
-                        b.inc(1);
-                    }
+                if cycle.queued.attempts == 1
+                    && let Some(b) = &bar
+                {
+                    b.inc(1);
                 }
                 report.failures.insert(key, message);
             }

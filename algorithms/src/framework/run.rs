@@ -178,12 +178,12 @@ pub fn evaluate(
     let limit = nodes_to_find(profile.percentage_of_nodes_to_score, n);
     let check = |i: usize| -> Status {
         let node = &snapshot.nodes[i];
-        if let Some((names, plugin)) = &allowed {
-            if !names.contains(&node.name) {
-                let mut st = Status::unresolvable(FILTERED_BY_PREFILTER.replace("{}", plugin));
-                st.plugin = plugin;
-                return st;
-            }
+        if let Some((names, plugin)) = &allowed
+            && !names.contains(&node.name)
+        {
+            let mut st = Status::unresolvable(FILTERED_BY_PREFILTER.replace("{}", plugin));
+            st.plugin = plugin;
+            return st;
         }
         run_filters(profile, &states, pod, node)
     };

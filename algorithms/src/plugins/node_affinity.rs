@@ -99,10 +99,10 @@ impl FilterPlugin for NodeAffinity {
     }
 
     fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        if let Some(added) = &self.added_required {
-            if !added.matches(&node.name, &node.labels) {
-                return Status::unresolvable(ERR_REASON_ENFORCED);
-            }
+        if let Some(added) = &self.added_required
+            && !added.matches(&node.name, &node.labels)
+        {
+            return Status::unresolvable(ERR_REASON_ENFORCED);
         }
         if matches_required(pod, node) {
             return Status::success();

@@ -79,15 +79,15 @@ fn resolve_namespaces(terms: &[AffinityTerm], snapshot: &Snapshot) -> Vec<Affini
         .iter()
         .map(|t| {
             let mut t = t.clone();
-            if let Some(sel) = &t.namespace_selector {
-                if !sel.is_empty() {
-                    for (ns, labels) in snapshot.namespaces.iter() {
-                        if sel.matches(labels) && !t.namespaces.contains(ns) {
-                            t.namespaces.push(ns.clone());
-                        }
+            if let Some(sel) = &t.namespace_selector
+                && !sel.is_empty()
+            {
+                for (ns, labels) in snapshot.namespaces.iter() {
+                    if sel.matches(labels) && !t.namespaces.contains(ns) {
+                        t.namespaces.push(ns.clone());
                     }
-                    t.namespace_selector = None;
                 }
+                t.namespace_selector = None;
             }
             t
         })

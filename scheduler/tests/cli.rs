@@ -1,0 +1,137 @@
+//! End-to-end tests of `explain` and `simulate` through the binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_custom-scheduler"))
+}
+
+fn run_json(args: &[&str]) -> Value {
+    let out = bin().args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+const DUMP: &str = "tests/data/cluster-dump.yaml";
+
+#[test]
+fn explain_reports_feasible_rejected_and_scored_nodes() {
+    let r = run_json(&["explain", "--cluster", DUMP, "--pod", "team-a/web-0", "--output", "json"]);
+    assert_eq!(r["pod"], "team-a/web-0");
+    assert_eq!(r["feasibleNodes"], serde_json::json!(["node-a", "node-b", "node-reject-1"]));
+    let gpu = &r["failedNodes"]["node-gpu"];
+    assert_eq!(gpu["plugin"], "TaintToleration");
+    assert_eq!(gpu["code"], "UnschedulableAndUnresolvable");
+    assert_eq!(gpu["reasons"], serde_json::json!(["node(s) had untolerated taint(s)"]));
+    assert!(gpu["detail"].as_str().unwrap().contains("dedicated=gpu:NoSchedule"));
+    let a = &r["scores"]["node-a"];
+    assert_eq!(a["plugins"]["TaintToleration"], 100);
+    let total: i64 = [
+        ("TaintToleration", 3),
+        ("NodeAffinity", 2),
+        ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
+        ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
+    ]
+    .iter()
+    .map(|(p, w)| a["plugins"][p].as_i64().unwrap() * w)
+    .sum();
+    assert_eq!(a["total"].as_i64().unwrap(), total);
+    assert!(r["selectedNode"].is_string());
+    assert!(r["message"].is_null());
+}
+
+#[test]
+fn explain_gives_kube_schedulers_message_when_nothing_fits() {
+    let r = run_json(&["explain", "--cluster", DUMP, "--pod", "default/too-big", "--output", "json"]);
+    assert_eq!(r["feasibleNodes"], serde_json::json!([]));
+    assert!(r["selectedNode"].is_null());
+    assert_eq!(
+        r["message"],
+        "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
+    );
+    assert_eq!(r["failedNodes"]["node-a"]["code"], "UnschedulableAndUnresolvable");
+}
+
+#[test]
+fn explain_takes_a_pod_manifest_file_and_prints_a_table() {
+    let out = bin().args(["explain", "--cluster", DUMP, "--pod", "tests/data/pod-gpu.yaml"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("would be scheduled to node-gpu"), "{text}");
+    assert!(text.contains("Rejected nodes (3)"), "{text}");
+    assert!(text.contains("Insufficient example.com/gpu"), "{text}");
+}
+
+#[test]
+fn simulate_schedules_the_dump_like_kube_scheduler() {
+    let r = run_json(&["simulate", "--cluster", DUMP, "--output", "json"]);
+    assert_eq!(r["scheduled"], 3);
+    assert_eq!(r["unschedulable"], 2);
+    assert_eq!(
+        r["failures"]["team-a/trainer"],
+        "0/4 nodes are available: 1 Insufficient example.com/gpu, 3 node(s) didn't match Pod's node affinity/selector."
+    );
+    // web-0 and web-1 repel each other per host and spread per zone.
+    let w0 = r["placements"]["team-a/web-0"].as_str().unwrap();
+    let w1 = r["placements"]["team-a/web-1"].as_str().unwrap();
+    assert_ne!(w0, w1);
+    for key in ["podsPerSecond", "seconds"] {
+        assert!(r[key].is_number(), "{key}");
+    }
+    assert!(r["latencyMs"]["p50"].is_number() && r["latencyMs"]["p99"].is_number());
+}
+
+#[test]
+fn simulate_runs_the_demo_and_writes_a_cluster_that_explain_reads() {
+    let dir = std::env::temp_dir().join(format!("cs-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("after.json");
+    let r = run_json(&["simulate", "--output", "json", "--write", out.to_str().unwrap()]);
+    assert!(r["scheduled"].as_u64().unwrap() > 1100, "{}", r["scheduled"]);
+    for pod in ["batch/monster", "default/arm-only", "ml/gpu-no-toleration", "ml/huge-train"] {
+        assert!(r["failures"][pod].as_str().unwrap().starts_with("0/312 nodes are available: "), "{pod}");
+    }
+    let again = run_json(&["simulate", "--cluster", out.to_str().unwrap(), "--output", "json"]);
+    assert_eq!(again["scheduled"], 0, "every placed pod is bound in the written cluster");
+    assert_eq!(again["unschedulable"], r["unschedulable"]);
+    let e = run_json(&["explain", "--cluster", out.to_str().unwrap(), "--pod", "ml/huge-train", "--output", "json"]);
+    // The cluster is fuller now than when the pod was first tried, so only the shape is the same.
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.starts_with("0/312 nodes are available: ") && msg.contains("307 Insufficient nvidia.com/gpu"), "{msg}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn same_seed_gives_the_same_placements() {
+    let a = run_json(&["simulate", "--output", "json", "--seed", "3"]);
+    let b = run_json(&["simulate", "--output", "json", "--seed", "3"]);
+    assert_eq!(a["placements"], b["placements"]);
+}
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let out = bin().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    fails_with(&["simulate", "--cluster", "tests/data/bad-quantity.yaml"], &["Node broken-node", "four"]);
+    fails_with(
+        &["simulate", "--cluster", "tests/data/bad-type.json"],
+        &["Pod p", "spec.containers[0].ports[0].containerPort"],
+    );
+    fails_with(&["simulate", "--cluster", "tests/data/missing.yaml"], &["failed to read", "missing.yaml"]);
+    fails_with(&["explain", "--cluster", DUMP, "--pod", "nope/nothing"], &["nope/nothing"]);
+    fails_with(&["simulate", "--config", "tests/data/pod-gpu.yaml"], &["pod-gpu.yaml"]);
+}
