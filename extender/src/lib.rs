@@ -1,1 +1,45 @@
-//! placeholder
+//! A kube-scheduler HTTP extender: `POST /filter`, `/prioritize`, `/bind`, `/preempt`,
+//! with the wire types of k8s.io/kube-scheduler/extender/v1 and the same plugins as the
+//! standalone scheduler.
+
+pub mod devices;
+pub mod handlers;
+pub mod metrics;
+pub mod router;
+pub mod types;
+
+use std::sync::Arc;
+
+use algorithms::{Profile, Snapshot};
+use futures::future::BoxFuture;
+
+pub use router::{DEFAULT_BODY_LIMIT, router};
+
+/// The cluster as the extender sees it when it has API access.
+pub trait ClusterView: Send + Sync {
+    /// The current snapshot: nodes, the pods on them (assumed ones included), namespaces.
+    fn snapshot(&self) -> Arc<Snapshot>;
+    /// Whether the caches have synced.
+    fn ready(&self) -> bool;
+    /// Creates the Binding and assumes the pod on the node.
+    fn bind(&self, args: types::ExtenderBindingArgs) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// Everything a request handler needs.
+pub struct Extender {
+    /// The plugins to run.
+    pub profile: Profile,
+    /// Cluster access, when configured.
+    pub cluster: Option<Arc<dyn ClusterView>>,
+    /// Extended resources kube-scheduler ignores and this extender manages.
+    pub managed: Vec<String>,
+    /// Request metrics.
+    pub metrics: metrics::Metrics,
+}
+
+impl Extender {
+    /// An extender with these plugins, optional cluster access and managed resources.
+    pub fn new(profile: Profile, cluster: Option<Arc<dyn ClusterView>>, managed: Vec<String>) -> Self {
+        Extender { profile, cluster, managed, metrics: metrics::Metrics::default() }
+    }
+}

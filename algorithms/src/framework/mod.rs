@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 pub use normalize::default_normalize;
 pub use parallel::map_nodes;
-pub use run::{EvaluateOptions, Evaluation, FitSummary, PluginScores, evaluate, nodes_to_find, select_host};
+pub use run::{
+    EvaluateOptions, Evaluation, FitSummary, PluginScores, evaluate, filter_candidates, filter_nodes, nodes_to_find,
+    score_nodes, select_host,
+};
 
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;

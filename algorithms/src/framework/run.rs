@@ -139,15 +139,21 @@ fn run_filters(profile: &Profile, states: &[Option<PluginState>], pod: &PodInfo,
     Status::success()
 }
 
-/// Runs one scheduling attempt of `pod` over `snapshot`.
-pub fn evaluate(
+/// Runs PreFilter and Filter over every node: fills `rejected`, `feasible`, `prefilter_rejection` and `error`.
+pub fn filter_nodes(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot) -> Evaluation {
+    filter_candidates(profile, pod, snapshot, None)
+}
+
+/// Like [`filter_nodes`], judging only the `candidates` (indexes into the snapshot) while
+/// PreFilter still sees the whole snapshot (existing pods everywhere count).
+pub fn filter_candidates(
     profile: &Profile,
     pod: &PodInfo,
     snapshot: &Snapshot,
-    rng: &mut impl Rng,
-    opts: EvaluateOptions,
+    candidates: Option<&[usize]>,
 ) -> Evaluation {
-    let n = snapshot.nodes.len();
+    let n = candidates.map_or(snapshot.nodes.len(), <[usize]>::len);
+    let node_at = |k: usize| candidates.map_or(k, |c| c[k]);
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
     let mut states: Vec<Option<PluginState>> = Vec::with_capacity(profile.filters.len());
     let mut allowed: Option<(HashSet<String>, &'static str)> = None;
@@ -162,7 +168,7 @@ pub fn evaluate(
                 return ev;
             }
             Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
-                ev.rejected = (0..n).map(|i| (i, out.status.clone())).collect();
+                ev.rejected = (0..n).map(|k| (node_at(k), out.status.clone())).collect();
                 ev.prefilter_rejection = Some(out.status);
                 return ev;
             }
@@ -190,9 +196,9 @@ pub fn evaluate(
     let mut start = 0;
     while start < n && ev.feasible.len() < limit {
         let end = if limit >= n { n } else { (start + (limit - ev.feasible.len()).max(64)).min(n) };
-        let statuses = map_nodes(end - start, |k| check(start + k));
+        let statuses = map_nodes(end - start, |k| check(node_at(start + k)));
         for (k, st) in statuses.into_iter().enumerate() {
-            let i = start + k;
+            let i = node_at(start + k);
             match st.code {
                 Code::Success if ev.feasible.len() < limit => ev.feasible.push(i),
                 Code::Success => {}
@@ -205,16 +211,35 @@ pub fn evaluate(
         }
         start = end;
     }
-    if ev.feasible.is_empty() {
+    ev
+}
+
+/// Runs one scheduling attempt of `pod` over `snapshot`.
+pub fn evaluate(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    rng: &mut impl Rng,
+    opts: EvaluateOptions,
+) -> Evaluation {
+    let mut ev = filter_nodes(profile, pod, snapshot);
+    if ev.feasible.is_empty() || ev.error.is_some() {
         return ev;
     }
     if ev.feasible.len() == 1 && !opts.always_score {
         ev.selected = ev.feasible.first().copied();
         return ev;
     }
-    score(profile, pod, snapshot, &mut ev);
-    ev.selected = select_host(&ev.feasible, &ev.totals, rng);
+    score_nodes(profile, pod, snapshot, &mut ev);
+    if ev.error.is_none() {
+        ev.selected = select_host(&ev.feasible, &ev.totals, rng);
+    }
     ev
+}
+
+/// Runs PreScore, Score and NormalizeScore over `ev.feasible`, filling `scores` and `totals`.
+pub fn score_nodes(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation) {
+    score(profile, pod, snapshot, ev)
 }
 
 fn score(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation) {

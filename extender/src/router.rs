@@ -1,0 +1,149 @@
+//! The axum router: verbs, health, readiness and metrics.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::Extender;
+use crate::handlers::{self, ApiError};
+use crate::types::{ExtenderBindingResult, ExtenderFilterResult};
+
+/// Default request body limit: room for a NodeList of 5,000 large nodes.
+pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024 * 1024;
+
+#[derive(Serialize)]
+struct ErrorBody {
+    #[serde(rename = "Error")]
+    error: String,
+}
+
+fn error_response(e: ApiError) -> Response {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, axum::Json(ErrorBody { error: e.message })).into_response()
+}
+
+fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let body = body.map_err(|r| ApiError { status: r.status().as_u16(), message: r.body_text() })?;
+    let mut de = serde_json::Deserializer::from_slice(&body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." { String::new() } else { format!(" at {path}") };
+        ApiError::bad_request(format!("malformed request body{at}: {}", e.inner()))
+    })
+}
+
+/// Parses the body, runs `f` on a blocking thread (the plugins use rayon), records metrics.
+async fn serve<A, R>(
+    ext: Arc<Extender>,
+    verb: &'static str,
+    body: Result<Bytes, BytesRejection>,
+    f: fn(&Extender, A) -> Result<R, ApiError>,
+) -> Response
+where
+    A: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+{
+    let started = Instant::now();
+    let response = match parse::<A>(body) {
+        Err(e) => error_response(e),
+        Ok(args) => {
+            let ext2 = ext.clone();
+            match tokio::task::spawn_blocking(move || f(&ext2, args)).await {
+                Ok(Ok(r)) => axum::Json(r).into_response(),
+                Ok(Err(e)) => error_response(e),
+                Err(join) => {
+                    tracing::error!(verb, error = %join, "extender handler failed");
+                    error_response(ApiError { status: 500, message: format!("{verb} failed: internal error") })
+                }
+            }
+        }
+    };
+    let code = response.status().as_u16();
+    if code >= 400 {
+        tracing::warn!(verb, code, "extender request rejected");
+    }
+    ext.metrics.observe(verb, code, started.elapsed().as_secs_f64());
+    response
+}
+
+async fn filter(State(ext): State<Arc<Extender>>, body: Result<Bytes, BytesRejection>) -> Response {
+    serve::<_, ExtenderFilterResult>(ext, "filter", body, handlers::filter).await
+}
+
+async fn prioritize(State(ext): State<Arc<Extender>>, body: Result<Bytes, BytesRejection>) -> Response {
+    serve(ext, "prioritize", body, handlers::prioritize).await
+}
+
+async fn preempt(State(ext): State<Arc<Extender>>, body: Result<Bytes, BytesRejection>) -> Response {
+    serve(ext, "preempt", body, handlers::preempt).await
+}
+
+async fn bind(State(ext): State<Arc<Extender>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let started = Instant::now();
+    let response = match parse::<crate::types::ExtenderBindingArgs>(body) {
+        Err(e) => error_response(e),
+        Ok(args) => {
+            let error = match &ext.cluster {
+                None => "binding needs cluster access: start the extender with --kubeconfig or inside the cluster"
+                    .to_string(),
+                Some(c) => match c.bind(args).await {
+                    Ok(()) => String::new(),
+                    Err(e) => e,
+                },
+            };
+            axum::Json(ExtenderBindingResult { error }).into_response()
+        }
+    };
+    ext.metrics.observe("bind", response.status().as_u16(), started.elapsed().as_secs_f64());
+    response
+}
+
+async fn readyz(State(ext): State<Arc<Extender>>) -> Response {
+    match &ext.cluster {
+        Some(c) if !c.ready() => (StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n").into_response(),
+        _ => "ok\n".into_response(),
+    }
+}
+
+async fn metrics(State(ext): State<Arc<Extender>>) -> Response {
+    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], ext.metrics.render())
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    error_response(ApiError {
+        status: 404,
+        message: "unknown path: the extender serves POST /filter, /prioritize, /bind, /preempt".into(),
+    })
+}
+
+fn verbs() -> Router<Arc<Extender>> {
+    Router::new()
+        .route("/filter", post(filter))
+        .route("/prioritize", post(prioritize))
+        .route("/bind", post(bind))
+        .route("/preempt", post(preempt))
+}
+
+/// The extender's routes. Verbs are served at the root and under `/scheduler`
+/// (a common `urlPrefix`).
+pub fn router(ext: Arc<Extender>, body_limit: usize) -> Router {
+    Router::new()
+        .merge(verbs())
+        .nest("/scheduler", verbs())
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(ext)
+}
