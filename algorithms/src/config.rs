@@ -67,6 +67,35 @@ pub struct SchedulerConfiguration {
     /// Maximum per-pod backoff in seconds (default 10).
     #[serde(default)]
     pub pod_max_backoff_seconds: Option<u64>,
+    /// Extenders kube-scheduler calls; the extender reads its managed resources from here.
+    #[serde(default)]
+    pub extenders: Vec<ExtenderConfig>,
+}
+
+/// An `extenders` entry (the fields this project uses).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtenderConfig {
+    /// Where kube-scheduler reaches the extender.
+    #[serde(default)]
+    pub url_prefix: Option<String>,
+    /// Whether kube-scheduler sends node names only.
+    #[serde(default)]
+    pub node_cache_capable: bool,
+    /// Extended resources the extender manages.
+    #[serde(default)]
+    pub managed_resources: Vec<ManagedResource>,
+}
+
+/// A managed extended resource.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedResource {
+    /// Resource name, e.g. `nvidia.com/gpu`.
+    pub name: String,
+    /// Whether kube-scheduler leaves the resource out of its own fit check.
+    #[serde(default)]
+    pub ignored_by_scheduler: bool,
 }
 
 /// `clientConnection`.
@@ -237,9 +266,10 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
         if !fits(&e.name) {
             continue;
         }
-        let weight = e.weight.filter(|w| *w != 0).unwrap_or_else(|| registry::default_weight(&e.name));
-        match list.iter_mut().find(|(n, _)| *n == e.name) {
-            Some(entry) => entry.1 = weight,
+        // An explicitly enabled score plugin without a weight counts 1, as in kube-scheduler.
+        let weight = e.weight.filter(|w| *w != 0).unwrap_or(1);
+        match list.iter().position(|(n, _)| *n == e.name) {
+            Some(i) => list[i].1 = weight,
             None => list.push((e.name.clone(), weight)),
         }
     }

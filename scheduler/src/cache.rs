@@ -27,6 +27,17 @@ pub enum CacheError {
     AlreadyPlaced(String),
 }
 
+/// What an node update changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeChange {
+    /// A new node.
+    Added,
+    /// Labels, taints, schedulability, allocatable or images changed.
+    Changed,
+    /// Nothing the scheduler uses changed.
+    Unchanged,
+}
+
 #[derive(Debug, Clone)]
 struct PodState {
     node: String,
@@ -42,6 +53,8 @@ pub struct Cache {
     namespaces: HashMap<String, Labels>,
     workloads: Arc<WorkloadSelectors>,
     pods: HashMap<String, PodState>,
+    /// Bound pods whose node has not been seen yet, by node name.
+    orphans: HashMap<String, Vec<PodInfo>>,
     dirty: HashSet<usize>,
     structure_changed: bool,
     images_changed: bool,
@@ -54,26 +67,48 @@ impl Cache {
         Cache { structure_changed: true, ..Default::default() }
     }
 
-    /// Adds a node, or updates it when known (keeping its pods).
-    pub fn upsert_node(&mut self, node: NodeInfo) {
-        match self.index.get(&node.name) {
+    /// Adds a node, or updates it when known (keeping its pods). Reports whether anything
+    /// the scheduler looks at changed (status heartbeats do not count).
+    pub fn upsert_node(&mut self, node: NodeInfo) -> NodeChange {
+        let name = node.name.clone();
+        let change = match self.index.get(&node.name) {
             Some(&i) => {
+                let cur = &self.nodes[i];
+                if cur.labels == node.labels
+                    && cur.taints == node.taints
+                    && cur.unschedulable == node.unschedulable
+                    && cur.allocatable == node.allocatable
+                    && cur.images == node.images
+                {
+                    return NodeChange::Unchanged;
+                }
                 Arc::make_mut(&mut self.nodes[i]).update_node(node);
                 self.dirty.insert(i);
+                NodeChange::Changed
             }
             None => {
                 self.index.insert(node.name.clone(), self.nodes.len());
                 self.nodes.push(Arc::new(node));
                 self.structure_changed = true;
+                NodeChange::Added
             }
-        }
+        };
         self.images_changed = true;
+        for pod in self.orphans.remove(&name).unwrap_or_default() {
+            let _ = self.add_pod(pod);
+        }
+        change
     }
 
     /// Removes a node and forgets the pods on it.
     pub fn remove_node(&mut self, name: &str) {
         let Some(i) = self.index.remove(name) else { return };
-        self.nodes.remove(i);
+        let removed = self.nodes.remove(i);
+        // Pods still bound to the node wait for it (or their deletion) like any orphan.
+        let orphans: Vec<PodInfo> = removed.pods.iter().map(|p| (**p).clone()).collect();
+        if !orphans.is_empty() {
+            self.orphans.insert(name.to_string(), orphans);
+        }
         self.index = self.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         self.pods.retain(|_, st| st.node != name);
         self.structure_changed = true;
@@ -112,12 +147,20 @@ impl Cache {
         removed
     }
 
-    /// Records a pod bound to a node (from the watch). Confirms an assumed pod.
+    /// Records a pod bound to a node (from the watch). Confirms an assumed pod. A pod
+    /// on a node not seen yet is kept aside until the node arrives.
     pub fn add_pod(&mut self, pod: PodInfo) -> Result<(), CacheError> {
         let Some(node) = pod.node_name.clone() else { return Ok(()) };
         let key = pod.key();
         if let Some(st) = self.pods.get(&key).cloned() {
             self.unplace(&key, &st.node);
+            self.pods.remove(&key);
+        }
+        if !self.index.contains_key(&node) {
+            let list = self.orphans.entry(node).or_default();
+            list.retain(|p| p.key() != key);
+            list.push(pod);
+            return Ok(());
         }
         self.place(Arc::new(pod), &node)?;
         self.pods.insert(key, PodState { node, assumed: false, deadline: None });
@@ -126,6 +169,9 @@ impl Cache {
 
     /// Removes a pod (deleted, or finished).
     pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        for list in self.orphans.values_mut() {
+            list.retain(|p| p.key() != key);
+        }
         let st = self.pods.remove(key)?;
         self.unplace(key, &st.node)
     }
@@ -326,6 +372,16 @@ mod tests {
     }
 
     #[test]
+    fn pods_on_unknown_nodes_wait_for_the_node() {
+        let mut c = Cache::new();
+        c.add_pod(PodBuilder::new("p").req("1", "1Gi").node_name("late").info()).unwrap();
+        assert_eq!(c.pod_count(), 0);
+        assert_eq!(c.upsert_node(node("late")), NodeChange::Added);
+        assert_eq!(c.node_of("default/p"), Some("late"));
+        assert_eq!(c.upsert_node(node("late")), NodeChange::Unchanged);
+    }
+
+    #[test]
     fn removing_a_node_rebuilds_the_snapshot() {
         let mut c = Cache::new();
         c.upsert_node(node("a"));
@@ -337,5 +393,8 @@ mod tests {
         assert_eq!(snap.nodes.len(), 1);
         assert_eq!(snap.index.get("b"), Some(&0));
         assert_eq!(c.pod_count(), 0);
+        // The node comes back: its pod is counted again.
+        c.upsert_node(node("a"));
+        assert_eq!(c.pod_count(), 1);
     }
 }

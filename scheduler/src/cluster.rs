@@ -220,7 +220,16 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         if is_terminal(p) {
             continue;
         }
-        let info = PodInfo::from_pod(p).map_err(|e| obj_err("Pod", p.metadata.name.clone().unwrap_or_default(), &e))?;
+        let info = match PodInfo::from_pod(p) {
+            Ok(info) => info,
+            // A bound pod that cannot be read still runs; leave it out with a warning
+            // rather than refuse the whole cluster. A pending one is what the user asks about.
+            Err(e) if p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) => {
+                warn!(error = %e, "ignoring a bound pod the scheduler cannot read");
+                continue;
+            }
+            Err(e) => return Err(obj_err("Pod", p.metadata.name.clone().unwrap_or_default(), &e)),
+        };
         match &info.node_name {
             Some(node) => match index.get(node) {
                 Some(_) => bound.push(info),

@@ -6,5 +6,7 @@ pub mod cluster;
 pub mod config_file;
 pub mod engine;
 pub mod explain;
+pub mod extender_mode;
 pub mod queue;
+pub mod run;
 pub mod simulate;

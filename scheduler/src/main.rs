@@ -34,6 +34,54 @@ enum Output {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the scheduler against a Kubernetes API server.
+    Run {
+        /// Kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// A KubeSchedulerConfiguration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Address for /healthz, /readyz and /metrics.
+        #[arg(long, default_value = "0.0.0.0:10259")]
+        listen: std::net::SocketAddr,
+        /// Elect a leader among replicas through a Lease (overrides the configuration).
+        #[arg(long)]
+        leader_elect: Option<bool>,
+        /// Binding requests in flight at most.
+        #[arg(long, default_value_t = 64)]
+        bind_concurrency: usize,
+        /// This replica's identity (default: the pod or host name).
+        #[arg(long)]
+        identity: Option<String>,
+    },
+    /// Serve kube-scheduler's extender protocol over HTTP.
+    Extender {
+        /// Listen address.
+        #[arg(long, default_value = "0.0.0.0:8888")]
+        listen: std::net::SocketAddr,
+        /// Kubeconfig for cluster access (enables NodeNames, bind, and counting running pods).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Use the in-cluster service account for cluster access.
+        #[arg(long)]
+        in_cluster: bool,
+        /// A KubeSchedulerConfiguration (profile plugins; `extenders[].managedResources`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// An extended resource this extender manages (repeatable), e.g. nvidia.com/gpu.
+        #[arg(long = "managed-resource")]
+        managed_resources: Vec<String>,
+        /// TLS certificate (PEM); serve HTTPS with --tls-key.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM).
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Largest accepted request body in bytes.
+        #[arg(long, default_value_t = extender::DEFAULT_BODY_LIMIT)]
+        max_body_bytes: usize,
+    },
     /// Schedule every pending pod of a snapshot (or the built-in demo) in memory.
     Simulate {
         /// A `kubectl get nodes,pods,namespaces -A -o yaml|json` dump; the demo cluster when absent.
@@ -91,8 +139,75 @@ fn main() {
     }
 }
 
+fn identity(explicit: Option<String>) -> String {
+    explicit
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("custom-scheduler-{}", std::process::id()))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the async runtime")
+}
+
 fn dispatch(cmd: Command) -> Result<()> {
     match cmd {
+        Command::Run { kubeconfig, config, listen, leader_elect, bind_concurrency, identity: id } => {
+            let opts = scheduler::run::RunOptions {
+                kubeconfig,
+                config,
+                listen,
+                leader_elect,
+                bind_concurrency,
+                identity: identity(id),
+                seed: rand_seed(),
+            };
+            runtime()?.block_on(scheduler::run::run(opts, shutdown_signal()))?;
+            Ok(())
+        }
+        Command::Extender {
+            listen,
+            kubeconfig,
+            in_cluster,
+            config,
+            managed_resources,
+            tls_cert,
+            tls_key,
+            max_body_bytes,
+        } => {
+            let opts = scheduler::extender_mode::ExtenderOptions {
+                listen,
+                kubeconfig,
+                in_cluster,
+                config,
+                managed_resources,
+                tls: tls_cert.zip(tls_key),
+                max_body_bytes,
+            };
+            runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
+            Ok(())
+        }
         Command::Simulate { cluster, config, output, write, seed } => {
             run_simulate(cluster.as_deref(), config.as_deref(), output, write.as_deref(), seed)
         }
@@ -100,6 +215,10 @@ fn dispatch(cmd: Command) -> Result<()> {
             run_explain(&cluster, &pod, config.as_deref(), output, seed)
         }
     }
+}
+
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 fn demo_objects(seed: u64) -> ClusterObjects {

@@ -44,7 +44,6 @@ impl ScorePlugin for InterPodAffinity {
         let anti = resolve_weighted(&pod.preferred_anti_affinity, snapshot);
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
         let hard = self.args.hard_pod_affinity_weight;
-        let use_existing = !self.args.ignore_preferred_terms_of_existing_pods;
         let mut topology: HashMap<String, HashMap<String, i64>> = HashMap::new();
         let mut visit = |node: &NodeInfo, ep: &PodInfo| {
             if node.labels.is_empty() {
@@ -67,16 +66,14 @@ impl ScorePlugin for InterPodAffinity {
                     }
                 }
             }
-            if use_existing {
-                for w in &ep.preferred_affinity {
-                    if w.term.matches(pod, ns_labels) {
-                        bump(&mut topology, &w.term.topology_key, node, w.weight);
-                    }
+            for w in &ep.preferred_affinity {
+                if w.term.matches(pod, ns_labels) {
+                    bump(&mut topology, &w.term.topology_key, node, w.weight);
                 }
-                for w in &ep.preferred_anti_affinity {
-                    if w.term.matches(pod, ns_labels) {
-                        bump(&mut topology, &w.term.topology_key, node, -w.weight);
-                    }
+            }
+            for w in &ep.preferred_anti_affinity {
+                if w.term.matches(pod, ns_labels) {
+                    bump(&mut topology, &w.term.topology_key, node, -w.weight);
                 }
             }
         };
@@ -113,7 +110,8 @@ impl ScorePlugin for InterPodAffinity {
         let max = scores.iter().copied().max().unwrap_or(0);
         let diff = max - min;
         for s in scores.iter_mut() {
-            *s = if diff > 0 { (MAX_NODE_SCORE as f64 * (*s - min) as f64 / diff as f64) as i64 } else { 0 };
+            // kube-scheduler computes 100 * ((s - min) / (max - min)) in floating point.
+            *s = if diff > 0 { (MAX_NODE_SCORE as f64 * ((*s - min) as f64 / diff as f64)) as i64 } else { 0 };
         }
     }
 }

@@ -101,6 +101,8 @@ impl PodTopologySpread {
                     let mut sc = soft(&c.topology_key, i64::from(c.max_skew));
                     sc.when_unsatisfiable = when;
                     sc.min_domains = c.min_domains.map(i64::from).unwrap_or(1);
+                    sc.honor_node_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+                    sc.honor_node_taints = c.node_taints_policy.as_deref() == Some("Honor");
                     defaults.push(sc);
                 }
                 Ok(PodTopologySpread { defaults, system_defaulted: false })

@@ -1,0 +1,154 @@
+//! `extender`: serve the extender router, with an informer cache when cluster access is given.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use algorithms::config::{DEFAULT_SCHEDULER_NAME, default_profile};
+use algorithms::{PodInfo, Snapshot};
+use extender::types::ExtenderBindingArgs;
+use extender::{ClusterView, Extender};
+use futures::future::BoxFuture;
+use governor::Quota;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client};
+use thiserror::Error;
+use tracing::info;
+
+use crate::config_file;
+use crate::engine::Engine;
+use crate::run::binder::{BindOutcome, bind};
+use crate::run::{RunError, Shared, informer, make_client};
+
+/// Options of `custom-scheduler extender`.
+#[derive(Debug, Clone)]
+pub struct ExtenderOptions {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Kubeconfig for cluster access.
+    pub kubeconfig: Option<PathBuf>,
+    /// Use in-cluster configuration for cluster access.
+    pub in_cluster: bool,
+    /// Configuration file.
+    pub config: Option<PathBuf>,
+    /// Managed resources given on the command line.
+    pub managed_resources: Vec<String>,
+    /// TLS certificate and key.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Request body limit.
+    pub max_body_bytes: usize,
+}
+
+/// Why the extender could not start.
+#[derive(Debug, Error)]
+pub enum ExtenderError {
+    /// Configuration or client problem.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// TLS files unusable.
+    #[error("failed to load TLS certificate or key: {0}")]
+    Tls(String),
+    /// Server failure.
+    #[error("extender server failed: {0}")]
+    Serve(String),
+}
+
+/// The informer cache as the extender's view of the cluster.
+pub struct KubeCluster {
+    client: Client,
+    shared: Arc<Shared>,
+}
+
+impl ClusterView for KubeCluster {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        let mut st = self.shared.lock();
+        Arc::new(st.engine.snapshot().clone())
+    }
+
+    fn ready(&self) -> bool {
+        self.shared.ready()
+    }
+
+    fn bind(&self, args: ExtenderBindingArgs) -> BoxFuture<'static, Result<(), String>> {
+        let (client, shared) = (self.client.clone(), self.shared.clone());
+        Box::pin(async move {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &args.pod_namespace);
+            let pod = api.get(&args.pod_name).await.map_err(|e| format!("failed to read pod: {e}"))?;
+            let info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
+            if !args.pod_uid.is_empty() && info.uid != args.pod_uid {
+                return Err(format!("pod {} has UID {}, not {}", info.key(), info.uid, args.pod_uid));
+            }
+            let key = info.key();
+            shared.limiter.until_ready().await;
+            let assumed = shared.lock().engine.cache.assume(&info, &args.node).is_ok();
+            match bind(&client, &info, &args.node).await {
+                BindOutcome::Bound => {
+                    if assumed {
+                        shared.lock().engine.cache.finish_binding(&key, Instant::now());
+                    }
+                    Ok(())
+                }
+                other => {
+                    if assumed {
+                        shared.lock().engine.cache.forget(&key);
+                    }
+                    Err(match other {
+                        BindOutcome::Conflict => format!("pod {key} is already bound"),
+                        BindOutcome::Gone => format!("pod {key} not found"),
+                        BindOutcome::Failed(e) => format!("binding {key} failed: {e}"),
+                        BindOutcome::Bound => String::new(),
+                    })
+                }
+            }
+        })
+    }
+}
+
+/// Serves the extender until `shutdown` completes.
+pub async fn serve(
+    opts: ExtenderOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ExtenderError> {
+    let (cfg, profiles) = config_file::profiles(opts.config.as_deref()).map_err(RunError::from)?;
+    let profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
+    let mut managed = opts.managed_resources.clone();
+    for e in &cfg.extenders {
+        for m in &e.managed_resources {
+            if !managed.contains(&m.name) {
+                managed.push(m.name.clone());
+            }
+        }
+    }
+    let cluster: Option<Arc<dyn ClusterView>> = if opts.kubeconfig.is_some() || opts.in_cluster {
+        let client = make_client(opts.kubeconfig.as_deref()).await?;
+        let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
+        let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN));
+        // The engine has no profiles: the extender caches the cluster but queues no pods.
+        let shared = Arc::new(Shared::new(Engine::new(Vec::new(), 0), quota));
+        tokio::spawn(informer::run(client.clone(), shared.clone()));
+        Some(Arc::new(KubeCluster { client, shared }))
+    } else {
+        None
+    };
+    info!(listen = %opts.listen, cluster_access = cluster.is_some(), managed = ?managed, "serving the extender");
+    let app = extender::router(Arc::new(Extender::new(profile, cluster, managed)), opts.max_body_bytes);
+    let handle = axum_server::Handle::new();
+    let h = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        h.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+    });
+    let result = match &opts.tls {
+        Some((cert, key)) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+                .await
+                .map_err(|e| ExtenderError::Tls(e.to_string()))?;
+            axum_server::bind_rustls(opts.listen, tls).handle(handle).serve(app.into_make_service()).await
+        }
+        None => axum_server::bind(opts.listen).handle(handle).serve(app.into_make_service()).await,
+    };
+    result.map_err(|e| ExtenderError::Serve(e.to_string()))
+}

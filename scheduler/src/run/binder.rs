@@ -1,0 +1,110 @@
+//! The binding cycle: POST pods/{name}/binding in the background with bounded concurrency.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use algorithms::PodInfo;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use tracing::{info, warn};
+
+use super::Shared;
+use super::events::Reporter;
+
+/// A pod assumed on a node, to be bound.
+#[derive(Debug, Clone)]
+pub struct BindRequest {
+    /// The pod.
+    pub pod: Arc<PodInfo>,
+    /// The node.
+    pub node: String,
+    /// Scheduling attempts so far.
+    pub attempts: u32,
+    /// The profile that placed it.
+    pub profile: String,
+    /// When its scheduling cycle started.
+    pub started: Instant,
+}
+
+/// What the API server said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindOutcome {
+    /// Bound.
+    Bound,
+    /// 409: already bound (by us earlier or by someone else); the watch has the truth.
+    Conflict,
+    /// 404: the pod is gone.
+    Gone,
+    /// Anything else: retry later.
+    Failed(String),
+}
+
+/// Posts the Binding.
+pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..Default::default()
+        },
+    };
+    match api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &PostParams::default(), &binding).await {
+        Ok(_) => BindOutcome::Bound,
+        Err(kube::Error::Api(e)) if e.code == 409 => BindOutcome::Conflict,
+        Err(kube::Error::Api(e)) if e.code == 404 => BindOutcome::Gone,
+        Err(e) => BindOutcome::Failed(e.to_string()),
+    }
+}
+
+/// Binds one pod and applies the outcome to the cache and queue.
+pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<Reporter>, req: BindRequest) {
+    shared.limiter.until_ready().await;
+    let t0 = Instant::now();
+    let outcome = bind(&client, &req.pod, &req.node).await;
+    let key = req.pod.key();
+    shared.metrics.bind(outcome == BindOutcome::Bound, &req.profile, t0.elapsed().as_secs_f64());
+    {
+        let mut st = shared.lock();
+        let now = Instant::now();
+        match &outcome {
+            BindOutcome::Bound => {
+                st.engine.cache.finish_binding(&key, now);
+            }
+            BindOutcome::Conflict => {
+                st.engine.cache.forget(&key);
+            }
+            BindOutcome::Gone => {
+                st.engine.cache.forget(&key);
+                st.engine.queue.delete(&key);
+            }
+            BindOutcome::Failed(_) => {
+                st.engine.cache.forget(&key);
+                st.engine.queue.requeue(req.pod.clone(), req.attempts, now);
+            }
+        }
+    }
+    shared.wake();
+    match outcome {
+        BindOutcome::Bound => {
+            info!(pod = %key, node = %req.node, "bound");
+            shared.metrics.attempt("scheduled", &req.profile, req.started.elapsed().as_secs_f64());
+            reporter.scheduled(&req.pod, &req.node).await;
+        }
+        BindOutcome::Conflict => info!(pod = %key, "pod was already bound; leaving it to the watch"),
+        BindOutcome::Gone => info!(pod = %key, "pod is gone; dropping it"),
+        BindOutcome::Failed(e) => {
+            warn!(pod = %key, node = %req.node, error = %e, "binding failed; will retry");
+            shared.metrics.attempt("error", &req.profile, req.started.elapsed().as_secs_f64());
+        }
+    }
+}

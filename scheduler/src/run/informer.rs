@@ -1,0 +1,207 @@
+//! Watches nodes, pods and namespaces and applies every event to the cache and queue.
+//! This task is the cache's single writer for watch events.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use algorithms::{NodeInfo, PodInfo};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tracing::{debug, warn};
+
+use super::Shared;
+use crate::cache::NodeChange;
+use crate::cluster::is_terminal;
+use crate::queue::ClusterEvent;
+
+#[allow(clippy::large_enum_variant)] // one update at a time flows through; boxing buys nothing
+enum Update {
+    Node(Event<Node>),
+    Pod(Event<Pod>),
+    Namespace(Event<Namespace>),
+    Failed(&'static str, String),
+}
+
+/// Keys seen in the current list of each kind, to find deletions missed across a relist.
+#[derive(Default)]
+struct Known {
+    current: HashSet<String>,
+    relisting: Option<HashSet<String>>,
+}
+
+impl Known {
+    fn begin(&mut self) {
+        self.relisting = Some(HashSet::new());
+    }
+    fn saw(&mut self, key: &str) {
+        self.current.insert(key.to_string());
+        if let Some(r) = self.relisting.as_mut() {
+            r.insert(key.to_string());
+        }
+    }
+    fn forget(&mut self, key: &str) {
+        self.current.remove(key);
+    }
+    /// Ends a relist; returns keys that disappeared while the watch was down.
+    fn done(&mut self) -> Vec<String> {
+        let Some(seen) = self.relisting.take() else { return Vec::new() };
+        let gone: Vec<String> = self.current.difference(&seen).cloned().collect();
+        self.current = seen;
+        gone
+    }
+}
+
+fn pod_key(p: &Pod) -> String {
+    format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
+}
+
+/// Runs the watches until the process stops.
+pub async fn run(client: Client, shared: Arc<Shared>) {
+    let cfg = watcher::Config::default();
+    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
+        .default_backoff()
+        .map(|r| r.map_or_else(|e| Update::Failed("nodes", e.to_string()), Update::Node));
+    let pods = watcher::watcher(
+        Api::<Pod>::all(client.clone()),
+        cfg.clone().fields("status.phase!=Succeeded,status.phase!=Failed"),
+    )
+    .default_backoff()
+    .map(|r| r.map_or_else(|e| Update::Failed("pods", e.to_string()), Update::Pod));
+    let namespaces = watcher::watcher(Api::<Namespace>::all(client), cfg)
+        .default_backoff()
+        .map(|r| r.map_or_else(|e| Update::Failed("namespaces", e.to_string()), Update::Namespace));
+    let mut all = stream::select_all([nodes.boxed(), pods.boxed(), namespaces.boxed()]);
+    let mut known_nodes = Known::default();
+    let mut known_pods = Known::default();
+    let mut known_ns = Known::default();
+    while let Some(update) = all.next().await {
+        let mut guard = shared.lock();
+        let now = Instant::now();
+        match update {
+            Update::Failed(kind, e) => warn!(kind, error = %e, "watch failed; retrying with backoff"),
+            Update::Node(ev) => match ev {
+                Event::Init => known_nodes.begin(),
+                Event::InitApply(n) | Event::Apply(n) => {
+                    known_nodes.saw(n.metadata.name.as_deref().unwrap_or(""));
+                    match NodeInfo::from_node(&n) {
+                        Ok(info) => match guard.engine.cache.upsert_node(info) {
+                            NodeChange::Added => {
+                                guard.engine.queue.on_event(ClusterEvent::NodeAdded, now);
+                            }
+                            NodeChange::Changed => {
+                                guard.engine.queue.on_event(ClusterEvent::NodeChanged, now);
+                            }
+                            NodeChange::Unchanged => {}
+                        },
+                        Err(e) => warn!(error = %e, "ignoring a node the scheduler cannot read"),
+                    }
+                }
+                Event::Delete(n) => {
+                    let name = n.metadata.name.unwrap_or_default();
+                    known_nodes.forget(&name);
+                    guard.engine.cache.remove_node(&name);
+                }
+                Event::InitDone => {
+                    for gone in known_nodes.done() {
+                        guard.engine.cache.remove_node(&gone);
+                    }
+                    guard.synced_nodes = true;
+                }
+            },
+            Update::Pod(ev) => match ev {
+                Event::Init => known_pods.begin(),
+                Event::InitApply(p) | Event::Apply(p) => {
+                    known_pods.saw(&pod_key(&p));
+                    guard.apply_pod(&p, now);
+                }
+                Event::Delete(p) => {
+                    let key = pod_key(&p);
+                    known_pods.forget(&key);
+                    guard.delete_pod(&key, now);
+                }
+                Event::InitDone => {
+                    for gone in known_pods.done() {
+                        guard.delete_pod(&gone, now);
+                    }
+                    guard.synced_pods = true;
+                }
+            },
+            Update::Namespace(ev) => match ev {
+                Event::Init => known_ns.begin(),
+                Event::InitApply(ns) | Event::Apply(ns) => {
+                    let name = ns.metadata.name.clone().unwrap_or_default();
+                    known_ns.saw(&name);
+                    guard.engine.cache.upsert_namespace(&name, ns.metadata.labels.clone().unwrap_or_default());
+                }
+                Event::Delete(ns) => {
+                    let name = ns.metadata.name.unwrap_or_default();
+                    known_ns.forget(&name);
+                    guard.engine.cache.remove_namespace(&name);
+                }
+                Event::InitDone => {
+                    for gone in known_ns.done() {
+                        guard.engine.cache.remove_namespace(&gone);
+                    }
+                    guard.synced_namespaces = true;
+                }
+            },
+        }
+        drop(guard);
+        shared.wake();
+    }
+}
+
+impl super::State {
+    /// Applies a pod add or update from the watch.
+    pub fn apply_pod(&mut self, pod: &Pod, now: Instant) {
+        let key = pod_key(pod);
+        if is_terminal(pod) {
+            self.delete_pod(&key, now);
+            return;
+        }
+        let info = match PodInfo::from_pod(pod) {
+            Ok(i) => i,
+            Err(e) => {
+                warn!(pod = %key, error = %e, "ignoring a pod the scheduler cannot read");
+                self.engine.queue.delete(&key);
+                return;
+            }
+        };
+        if info.node_name.is_some() {
+            self.engine.queue.delete(&key);
+            let was_assumed = self.engine.cache.is_assumed(&key);
+            if let Err(e) = self.engine.cache.add_pod(info) {
+                warn!(pod = %key, error = %e, "could not add a bound pod to the cache");
+            }
+            if !was_assumed {
+                self.engine.queue.on_event(ClusterEvent::AssignedPodAdded, now);
+            }
+            return;
+        }
+        if !self.engine.handles(&info) {
+            return;
+        }
+        if !info.scheduling_gates.is_empty() {
+            debug!(pod = %key, "pod has scheduling gates; waiting");
+            self.engine.queue.delete(&key);
+            return;
+        }
+        if self.engine.cache.node_of(&key).is_some() {
+            // Assumed and binding: the watch will show it bound.
+            return;
+        }
+        self.engine.queue.add(Arc::new(info), now);
+    }
+
+    /// Applies a pod deletion.
+    pub fn delete_pod(&mut self, key: &str, now: Instant) {
+        self.engine.queue.delete(key);
+        if self.engine.cache.remove_pod(key).is_some() {
+            self.engine.queue.on_event(ClusterEvent::AssignedPodDeleted, now);
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Prometheus metrics with kube-scheduler's names.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// `result` and `profile` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    /// scheduled, unschedulable or error.
+    pub result: String,
+    /// The scheduler name.
+    pub profile: String,
+}
+
+/// `queue` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// active, backoff, unschedulable or gated.
+    pub queue: String,
+}
+
+/// Extension point labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExtensionLabels {
+    /// Always `Bind` here.
+    pub extension_point: String,
+    /// Success or Error.
+    pub status: String,
+    /// The scheduler name.
+    pub profile: String,
+}
+
+/// All metrics and their registry.
+pub struct Metrics {
+    registry: Registry,
+    /// `scheduler_schedule_attempts_total`.
+    pub attempts: Family<AttemptLabels, Counter>,
+    /// `scheduler_scheduling_attempt_duration_seconds`.
+    pub attempt_duration: Family<AttemptLabels, Histogram>,
+    /// `scheduler_pending_pods`.
+    pub pending: Family<QueueLabels, Gauge>,
+    /// `scheduler_framework_extension_point_duration_seconds` for Bind.
+    pub bind_duration: Family<ExtensionLabels, Histogram>,
+    /// `leader_election_master_status`.
+    pub leader: Gauge,
+}
+
+fn buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let attempts = Family::<AttemptLabels, Counter>::default();
+        let attempt_duration = Family::<AttemptLabels, Histogram>::new_with_constructor(buckets);
+        let pending = Family::<QueueLabels, Gauge>::default();
+        let bind_duration = Family::<ExtensionLabels, Histogram>::new_with_constructor(buckets);
+        let leader = Gauge::default();
+        registry.register(
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by the result",
+            attempts.clone(),
+        );
+        registry.register(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            attempt_duration.clone(),
+        );
+        registry.register("scheduler_pending_pods", "Number of pending pods, by the queue type", pending.clone());
+        registry.register(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point",
+            bind_duration.clone(),
+        );
+        registry.register("leader_election_master_status", "1 while this replica leads, else 0", leader.clone());
+        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader }
+    }
+}
+
+impl Metrics {
+    /// Records a scheduling attempt.
+    pub fn attempt(&self, result: &str, profile: &str, seconds: f64) {
+        let labels = AttemptLabels { result: result.into(), profile: profile.into() };
+        self.attempts.get_or_create(&labels).inc();
+        self.attempt_duration.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Sets the queue gauges.
+    pub fn queues(&self, active: usize, backoff: usize, unschedulable: usize) {
+        for (q, n) in [("active", active), ("backoff", backoff), ("unschedulable", unschedulable)] {
+            self.pending.get_or_create(&QueueLabels { queue: q.into() }).set(n as i64);
+        }
+    }
+
+    /// Records a bind call.
+    pub fn bind(&self, ok: bool, profile: &str, seconds: f64) {
+        let labels = ExtensionLabels {
+            extension_point: "Bind".into(),
+            status: if ok { "Success" } else { "Error" }.into(),
+            profile: profile.into(),
+        };
+        self.bind_duration.get_or_create(&labels).observe(seconds);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

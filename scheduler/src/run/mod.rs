@@ -1,0 +1,341 @@
+//! `run`: the standalone scheduler against a Kubernetes API server.
+//!
+//! Threads and tasks: the informer task is the single writer of watch events; the
+//! scheduling cycle runs on its own thread over the cache's snapshot; binds, events
+//! and status updates run as tasks with bounded concurrency. Lock order: the one
+//! `Shared::state` mutex is never held across an await or while taking another lock.
+
+pub mod binder;
+pub mod events;
+pub mod informer;
+pub mod leader;
+pub mod metrics;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use algorithms::PodInfo;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use thiserror::Error;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tracing::{error, info, info_span, warn};
+
+use crate::config_file;
+use crate::engine::{Engine, Outcome};
+use binder::BindRequest;
+
+/// What can stop `run` from starting.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// Bad configuration file.
+    #[error(transparent)]
+    Config(#[from] config_file::ConfigFileError),
+    /// No usable kubeconfig or in-cluster configuration.
+    #[error("failed to configure the API client: {0}")]
+    Client(String),
+    /// The health/metrics address cannot be bound.
+    #[error("failed to listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Options of `custom-scheduler run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Kubeconfig path (else `KUBECONFIG`, `~/.kube/config` or in-cluster).
+    pub kubeconfig: Option<PathBuf>,
+    /// KubeSchedulerConfiguration path.
+    pub config: Option<PathBuf>,
+    /// Address of `/healthz`, `/readyz` and `/metrics`.
+    pub listen: SocketAddr,
+    /// Force leader election on or off (else the configuration decides).
+    pub leader_elect: Option<bool>,
+    /// Binds in flight at most.
+    pub bind_concurrency: usize,
+    /// This replica's identity for leader election and events.
+    pub identity: String,
+    /// Tie-breaking seed.
+    pub seed: u64,
+}
+
+/// Cache, queue and sync state, behind one mutex.
+pub struct State {
+    /// The scheduling engine.
+    pub engine: Engine,
+    /// Nodes listed at least once.
+    pub synced_nodes: bool,
+    /// Pods listed at least once.
+    pub synced_pods: bool,
+    /// Namespaces listed at least once.
+    pub synced_namespaces: bool,
+}
+
+/// State shared by the tasks and the scheduling thread.
+pub struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+    /// Metrics.
+    pub metrics: metrics::Metrics,
+    /// Client-side rate limit of writes (clientConnection.qps / burst).
+    pub limiter: DefaultDirectRateLimiter,
+    leader: AtomicBool,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    /// Shared state around an engine, with a write rate limit.
+    pub fn new(engine: Engine, quota: Quota) -> Self {
+        Shared {
+            state: Mutex::new(State { engine, synced_nodes: false, synced_pods: false, synced_namespaces: false }),
+            cv: Condvar::new(),
+            metrics: metrics::Metrics::default(),
+            limiter: RateLimiter::direct(quota),
+            leader: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Locks the state (a panic elsewhere does not poison the scheduler).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the scheduling thread.
+    pub fn wake(&self) {
+        self.cv.notify_all();
+    }
+
+    /// Whether every cache has synced.
+    pub fn ready(&self) -> bool {
+        let s = self.lock();
+        s.synced_nodes && s.synced_pods && s.synced_namespaces
+    }
+}
+
+enum Work {
+    Bind(BindRequest),
+    Unschedulable(Arc<PodInfo>, String),
+}
+
+/// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn make_client(path: Option<&std::path::Path>) -> Result<Client, RunError> {
+    let config = match path {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(p).map_err(|e| RunError::Client(format!("{}: {e}", p.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::Client(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| RunError::Client(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| RunError::Client(e.to_string()))
+}
+
+/// Parses `15s`, `500ms`, `2m` durations.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" | "" => v,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+/// Runs the scheduler until `shutdown` completes.
+pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<(), RunError> {
+    let (cfg, profiles) = config_file::profiles(opts.config.as_deref())?;
+    let kubeconfig = opts.kubeconfig.clone().or_else(|| cfg.client_connection.kubeconfig.clone().map(PathBuf::from));
+    let client = make_client(kubeconfig.as_deref()).await?;
+    let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
+    let burst = cfg.client_connection.burst.unwrap_or(1000).max(1);
+    let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN))
+        .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+    let mut engine = Engine::new(profiles, opts.seed);
+    if let (Some(init), Some(max)) = (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) {
+        engine.queue = crate::queue::SchedulingQueue::new(Duration::from_secs(init), Duration::from_secs(max));
+    }
+    let names: Vec<String> = engine.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
+    let shared = Arc::new(Shared::new(engine, quota));
+    info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
+
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| RunError::Listen { addr: opts.listen, source })?;
+    let app = server::router(shared.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            error!(error = %e, "health and metrics server stopped");
+        }
+    });
+    tokio::spawn(informer::run(client.clone(), shared.clone()));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);
+    if leader_elect {
+        let le = &cfg.leader_election;
+        let ns = le
+            .resource_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "kube-system".into());
+        let lcfg = leader::LeaderConfig {
+            namespace: ns.clone(),
+            name: le.resource_name.clone().unwrap_or_else(|| "custom-scheduler".into()),
+            identity: opts.identity.clone(),
+            lease_duration: le.lease_duration.as_deref().and_then(parse_duration).unwrap_or(Duration::from_secs(15)),
+            renew_deadline: le.renew_deadline.as_deref().and_then(parse_duration).unwrap_or(Duration::from_secs(10)),
+            retry_period: le.retry_period.as_deref().and_then(parse_duration).unwrap_or(Duration::from_secs(2)),
+        };
+        let mut leading = leader::spawn(kube::Api::namespaced(client.clone(), &ns), lcfg, stop_rx.clone());
+        let sh = shared.clone();
+        tokio::spawn(async move {
+            while leading.changed().await.is_ok() {
+                let now = *leading.borrow();
+                sh.leader.store(now, Ordering::SeqCst);
+                sh.metrics.leader.set(i64::from(now));
+                sh.wake();
+            }
+        });
+    } else {
+        shared.leader.store(true, Ordering::SeqCst);
+        shared.metrics.leader.set(1);
+    }
+
+    let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
+    let sched_shared = shared.clone();
+    let cycle_thread = std::thread::Builder::new()
+        .name("scheduling-cycle".into())
+        .spawn(move || scheduling_loop(sched_shared, work_tx))
+        .map_err(|e| RunError::Client(format!("failed to start the scheduling thread: {e}")))?;
+
+    let reporter = Arc::new(events::Reporter::new(client.clone(), shared.clone(), "custom-scheduler", &opts.identity));
+    let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
+    let dispatch = {
+        let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
+        tokio::spawn(async move {
+            while let Some(work) = work_rx.recv().await {
+                match work {
+                    Work::Bind(req) => {
+                        let Ok(permit) = permits.clone().acquire_owned().await else { break };
+                        let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
+                        tokio::spawn(async move {
+                            binder::bind_and_record(c, s, r, req).await;
+                            drop(permit);
+                        });
+                    }
+                    Work::Unschedulable(pod, message) => {
+                        let r = reporter.clone();
+                        tokio::spawn(async move { r.unschedulable(&pod, &message).await });
+                    }
+                }
+            }
+        })
+    };
+
+    shutdown.await;
+    info!("shutting down: no new pods are taken; waiting for binds in flight");
+    shared.stopping.store(true, Ordering::SeqCst);
+    shared.wake();
+    let _ = tokio::task::spawn_blocking(move || cycle_thread.join()).await;
+    let _ = dispatch.await;
+    let n = u32::try_from(opts.bind_concurrency.max(1)).unwrap_or(u32::MAX);
+    if tokio::time::timeout(Duration::from_secs(30), permits.acquire_many(n)).await.is_err() {
+        warn!("binds still in flight after 30s; exiting anyway");
+    }
+    let _ = stop_tx.send(true);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
+fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>) {
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut st = shared.lock();
+        if !shared.may_schedule_locked(&st) {
+            let _ = shared.cv.wait_timeout(st, Duration::from_millis(200));
+            continue;
+        }
+        let now = Instant::now();
+        st.engine.queue.flush_unschedulable(now);
+        for key in st.engine.cache.expire_assumed(now) {
+            warn!(pod = %key, "assumed pod was never confirmed by the watch; forgetting it");
+        }
+        let span = info_span!("scheduling_cycle");
+        let _enter = span.enter();
+        let Some(cycle) = st.engine.schedule_one(now) else {
+            let wait = st
+                .engine
+                .queue
+                .next_backoff()
+                .map(|t| t.saturating_duration_since(now))
+                .unwrap_or(Duration::from_secs(1))
+                .clamp(Duration::from_millis(5), Duration::from_secs(1));
+            let _ = shared.cv.wait_timeout(st, wait);
+            continue;
+        };
+        drop(st);
+        let pod = cycle.queued.pod.clone();
+        let started = now;
+        match cycle.outcome {
+            Outcome::Scheduled { node } => {
+                let req = BindRequest { pod, node, attempts: cycle.queued.attempts, profile: cycle.profile, started };
+                if work.send(Work::Bind(req)).is_err() {
+                    return;
+                }
+            }
+            Outcome::Unschedulable { message } => {
+                info!(pod = %pod.key(), %message, "unschedulable");
+                shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
+                if work.send(Work::Unschedulable(pod, message)).is_err() {
+                    return;
+                }
+            }
+            Outcome::Error { message } => {
+                warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
+                shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn may_schedule_locked(&self, st: &State) -> bool {
+        self.leader.load(Ordering::SeqCst)
+            && !self.stopping.load(Ordering::SeqCst)
+            && st.synced_nodes
+            && st.synced_pods
+            && st.synced_namespaces
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_kubernetes_config() {
+        assert_eq!(parse_duration("15s"), Some(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("soon"), None);
+    }
+}

@@ -1,0 +1,38 @@
+//! `/healthz`, `/readyz` and `/metrics`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::Shared;
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.ready() {
+        "ok\n".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n").into_response()
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    {
+        let st = shared.lock();
+        let l = st.engine.queue.lengths();
+        shared.metrics.queues(l.active, l.backoff, l.unschedulable);
+    }
+    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], shared.metrics.render())
+        .into_response()
+}
+
+/// The operations router.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(shared)
+}
