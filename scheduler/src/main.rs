@@ -85,8 +85,19 @@ enum Command {
     /// Schedule every pending pod of a snapshot (or the built-in demo) in memory.
     Simulate {
         /// A `kubectl get nodes,pods,namespaces -A -o yaml|json` dump; the demo cluster when absent.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "workload")]
         cluster: Option<PathBuf>,
+        /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
+        /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
+        /// PreferredTopologySpreading, Unschedulable, SchedulingGpu).
+        #[arg(long)]
+        workload: Option<String>,
+        /// Nodes of the workload (default: the workload's own).
+        #[arg(long, requires = "workload")]
+        nodes: Option<usize>,
+        /// Measured pods of the workload (default: the workload's own).
+        #[arg(long, requires = "workload")]
+        pods: Option<usize>,
         /// A KubeSchedulerConfiguration file.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -208,9 +219,10 @@ fn dispatch(cmd: Command) -> Result<()> {
             runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
             Ok(())
         }
-        Command::Simulate { cluster, config, output, write, seed } => {
-            run_simulate(cluster.as_deref(), config.as_deref(), output, write.as_deref(), seed)
-        }
+        Command::Simulate { cluster, workload, nodes, pods, config, output, write, seed } => match workload {
+            Some(name) => run_workload(&name, nodes, pods, config.as_deref(), output, seed),
+            None => run_simulate(cluster.as_deref(), config.as_deref(), output, write.as_deref(), seed),
+        },
         Command::Explain { cluster, pod, config, output, seed } => {
             run_explain(&cluster, &pod, config.as_deref(), output, seed)
         }
@@ -248,6 +260,45 @@ fn run_simulate(
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         _ => {
             println!("Simulated {source}.");
+            print!("{}", simulate::render(&report));
+        }
+    }
+    Ok(())
+}
+
+fn run_workload(
+    name: &str,
+    nodes: Option<usize>,
+    pods: Option<usize>,
+    config: Option<&Path>,
+    output: Output,
+    seed: u64,
+) -> Result<()> {
+    let (_, profiles) = config_file::profiles(config)?;
+    let Some(w) = bench::workloads::workload(name, nodes, pods) else {
+        let names: Vec<&str> = bench::workloads::WORKLOADS.iter().map(|w| w.0).collect();
+        bail!("unknown workload {name:?}; known: {}", names.join(", "));
+    };
+    let objects = ClusterObjects {
+        nodes: w.cluster.nodes,
+        pods: w.measured_pods,
+        namespaces: w.cluster.namespaces,
+        workloads: Default::default(),
+    };
+    let source = format!("workload {}", w.name);
+    let parsed = cluster::parse_cluster(&objects, &source)?;
+    let init = w
+        .init_pods
+        .iter()
+        .map(algorithms::PodInfo::from_pod)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .context("failed to read the workload's initial pods")?;
+    let progress = output != Output::Json && std::io::stderr().is_terminal();
+    let report = simulate::run_phased(profiles, parsed, init, &simulate::SimulateOptions { seed, progress });
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        _ => {
+            println!("Simulated {source} ({} initial pods scheduled first, not measured).", w.init_pods.len());
             print!("{}", simulate::render(&report));
         }
     }

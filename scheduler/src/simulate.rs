@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use algorithms::Profile;
+use algorithms::{PodInfo, Profile};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -78,9 +78,9 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[rank.min(sorted.len()) - 1].as_secs_f64() * 1000.0
 }
 
-/// Loads a parsed cluster into an engine: nodes, bound pods, namespaces; queues pending pods
-/// of the engine's profiles. Returns the number of gated pods left out.
-pub fn load(engine: &mut Engine, cluster: ParsedCluster, now: Instant) -> usize {
+/// Loads nodes, bound pods and namespaces into an engine; returns the pending pods
+/// this engine's profiles handle, and how many of them are gated.
+pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize) {
     for (ns, labels) in cluster.namespaces {
         engine.cache.upsert_namespace(&ns, labels);
     }
@@ -93,6 +93,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster, now: Instant) -> usize 
         let _ = engine.cache.add_pod(pod);
     }
     let mut gated = 0;
+    let mut pending = Vec::new();
     for pod in cluster.pending {
         if !engine.handles(&pod) {
             continue;
@@ -101,17 +102,88 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster, now: Instant) -> usize 
             gated += 1;
             continue;
         }
-        engine.queue.add(Arc::new(pod), now);
+        pending.push(pod);
     }
-    gated
+    (pending, gated)
+}
+
+/// What one drain of the queue produced.
+#[derive(Default)]
+struct Drained {
+    placements: BTreeMap<String, String>,
+    failures: BTreeMap<String, String>,
+    latencies: Vec<Duration>,
+}
+
+/// Schedules until the queue holds only unschedulable pods, binding in memory.
+fn drain(engine: &mut Engine, clock: &mut Instant, bar: Option<&ProgressBar>) -> Drained {
+    let mut out = Drained::default();
+    loop {
+        let Some(cycle) = engine.schedule_one(*clock) else {
+            // Nothing is ready: jump the virtual clock to the next backoff expiry, if any.
+            match engine.queue.next_backoff() {
+                Some(at) => {
+                    *clock = (*clock).max(at);
+                    continue;
+                }
+                None => break,
+            }
+        };
+        out.latencies.push(cycle.duration);
+        let key = cycle.queued.pod.key();
+        match cycle.outcome {
+            Outcome::Scheduled { node } => {
+                engine.cache.confirm(&key);
+                out.failures.remove(&key);
+                out.placements.insert(key, node);
+                engine.queue.on_event(ClusterEvent::AssignedPodAdded, *clock);
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
+            }
+            Outcome::Unschedulable { message } | Outcome::Error { message } => {
+                if cycle.queued.attempts == 1 {
+                    if let Some(b) = bar {
+                        b.inc(1);
+                    }
+                }
+                out.failures.insert(key, message);
+            }
+        }
+    }
+    out
 }
 
 /// Runs the scheduling loop until every pod is placed or parked as unschedulable.
 pub fn run(profiles: Vec<Profile>, cluster: ParsedCluster, opts: &SimulateOptions) -> SimulationReport {
+    run_phased(profiles, cluster, Vec::new(), opts)
+}
+
+/// Like [`run`], first scheduling `init` pods without measuring them (as scheduler_perf's
+/// initial pods), then measuring the cluster's pending pods.
+pub fn run_phased(
+    profiles: Vec<Profile>,
+    cluster: ParsedCluster,
+    init: Vec<PodInfo>,
+    opts: &SimulateOptions,
+) -> SimulationReport {
     let mut engine = Engine::new(profiles, opts.seed);
     let mut clock = Instant::now();
-    let gated = load(&mut engine, cluster, clock);
-    let total = engine.queue.lengths().active as u64;
+    let (pending, gated) = load(&mut engine, cluster);
+    for pod in init {
+        if engine.handles(&pod) {
+            engine.queue.add(Arc::new(pod), clock);
+        }
+    }
+    drain(&mut engine, &mut clock, None);
+    for key in engine.queue.unschedulable_keys() {
+        // Initial pods that fit nowhere stay out of the measured phase.
+        engine.queue.delete(&key);
+    }
+    let total = pending.len() as u64;
+    for pod in pending {
+        engine.queue.add(Arc::new(pod), clock);
+    }
     let bar = if opts.progress && total > 0 {
         let bar = ProgressBar::new(total);
         if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} pods {per_sec} {msg}") {
@@ -121,56 +193,25 @@ pub fn run(profiles: Vec<Profile>, cluster: ParsedCluster, opts: &SimulateOption
     } else {
         None
     };
-    let mut report = SimulationReport { nodes: engine.cache.node_count(), gated, ..Default::default() };
-    let mut latencies: Vec<Duration> = Vec::with_capacity(total as usize);
     let started = Instant::now();
-    loop {
-        let Some(cycle) = engine.schedule_one(clock) else {
-            // Nothing is ready: jump the virtual clock to the next backoff expiry, if any.
-            match engine.queue.next_backoff() {
-                Some(at) => {
-                    clock = clock.max(at);
-                    continue;
-                }
-                None => break,
-            }
-        };
-        latencies.push(cycle.duration);
-        let key = cycle.queued.pod.key();
-        match cycle.outcome {
-            Outcome::Scheduled { node } => {
-                engine.cache.confirm(&key);
-                report.failures.remove(&key);
-                report.placements.insert(key, node);
-                engine.queue.on_event(ClusterEvent::AssignedPodAdded, clock);
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
-            }
-            Outcome::Unschedulable { message } | Outcome::Error { message } => {
-                if cycle.queued.attempts == 1
-                    && let Some(b) = &bar
-                {
-                    b.inc(1);
-                }
-                report.failures.insert(key, message);
-            }
-        }
-    }
+    let mut d = drain(&mut engine, &mut clock, bar.as_ref());
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    latencies.sort_unstable();
-    report.scheduled = report.placements.len();
-    report.unschedulable = report.failures.len();
-    report.attempts = latencies.len();
+    d.latencies.sort_unstable();
+    let mut report = SimulationReport { nodes: engine.cache.node_count(), gated, ..Default::default() };
+    report.scheduled = d.placements.len();
+    report.unschedulable = d.failures.len();
+    report.attempts = d.latencies.len();
+    report.placements = d.placements;
+    report.failures = d.failures;
     report.seconds = elapsed.as_secs_f64();
     report.pods_per_second = if report.seconds > 0.0 { report.scheduled as f64 / report.seconds } else { 0.0 };
     report.latency_ms = Latency {
-        p50: percentile(&latencies, 50.0),
-        p99: percentile(&latencies, 99.0),
-        max: latencies.last().map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0),
+        p50: percentile(&d.latencies, 50.0),
+        p99: percentile(&d.latencies, 99.0),
+        max: d.latencies.last().map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0),
     };
     report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
     report

@@ -1,0 +1,145 @@
+//! Workloads shaped like kube-scheduler's scheduler_perf test cases.
+//!
+//! Nodes follow scheduler_perf's node template (4 CPU, 32Gi, 110 pods) with zone
+//! labels; pods follow its pod template (100m CPU, 500Mi, one container).
+
+use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
+use k8s_openapi::api::core::v1 as core;
+
+use crate::{GeneratedCluster, namespace};
+
+/// The scheduler name of generated pods.
+pub const SCHEDULER: &str = "custom-scheduler";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const HOST: &str = "kubernetes.io/hostname";
+/// GPU resource used by the GPU workload.
+pub const GPU: &str = "nvidia.com/gpu";
+
+/// A generated workload: the cluster, pods scheduled first (not measured), and measured pods.
+#[derive(Debug, Clone, Default)]
+pub struct Workload {
+    /// Workload name.
+    pub name: String,
+    /// Nodes and namespaces (no pods).
+    pub cluster: GeneratedCluster,
+    /// Pods scheduled before measuring.
+    pub init_pods: Vec<core::Pod>,
+    /// Pods whose scheduling is measured.
+    pub measured_pods: Vec<core::Pod>,
+}
+
+/// Every workload name with its default (nodes, init pods, measured pods).
+pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
+    ("SchedulingBasic", 5000, 1000, 10000),
+    ("SchedulingNodeAffinity", 5000, 1000, 10000),
+    ("SchedulingPodAntiAffinity", 5000, 1000, 2000),
+    ("SchedulingPodAffinity", 5000, 1000, 5000),
+    ("TopologySpreading", 5000, 1000, 5000),
+    ("PreferredTopologySpreading", 5000, 1000, 5000),
+    ("Unschedulable", 5000, 200, 5000),
+    ("SchedulingGpu", 5000, 1000, 5000),
+];
+
+fn zone(i: usize) -> String {
+    format!("zone{}", i % 3 + 1)
+}
+
+fn base_node(i: usize) -> NodeBuilder {
+    NodeBuilder::new(&format!("node-{i}")).capacity("4", "32Gi", "110").label(ZONE, &zone(i))
+}
+
+fn base_pod(prefix: &str, i: usize) -> PodBuilder {
+    PodBuilder::new(&format!("{prefix}-{i}"))
+        .namespace("sched-perf")
+        .scheduler(SCHEDULER)
+        .images(&["registry.k8s.io/pause:3.10"])
+        .req("100m", "500Mi")
+}
+
+fn with_created(mut p: core::Pod, seq: usize) -> core::Pod {
+    let t = k8s_openapi::jiff::Timestamp::from_second(1_780_000_000 + seq as i64).unwrap_or_default();
+    p.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t));
+    p
+}
+
+/// Builds a workload by name with the given sizes (`None` takes the defaults).
+pub fn workload(name: &str, nodes: Option<usize>, pods: Option<usize>) -> Option<Workload> {
+    let &(_, dn, di, dm) = WORKLOADS.iter().find(|(n, ..)| n.eq_ignore_ascii_case(name))?;
+    let canonical = WORKLOADS.iter().find(|(n, ..)| n.eq_ignore_ascii_case(name)).map(|w| w.0)?;
+    let n = nodes.unwrap_or(dn).max(1);
+    let m = pods.unwrap_or(dm);
+    // Initial pods scale with the measured count when it is changed.
+    let init = if pods.is_some() { (di * m).div_ceil(dm.max(1)) } else { di };
+    let mut w = Workload { name: canonical.to_string(), ..Default::default() };
+    w.cluster.namespaces = vec![namespace("sched-perf", &[])];
+    let gpu = canonical == "SchedulingGpu";
+    w.cluster.nodes = (0..n)
+        .map(|i| {
+            if gpu && i % 5 == 0 {
+                base_node(i)
+                    .capacity("32", "256Gi", "110")
+                    .resource(GPU, "8")
+                    .taint(GPU, "present", "NoSchedule")
+                    .build()
+            } else {
+                base_node(i).build()
+            }
+        })
+        .collect();
+    let make = |prefix: &str, i: usize| -> core::Pod {
+        let p = base_pod(prefix, i);
+        let p = match canonical {
+            "SchedulingNodeAffinity" => p.required_node_affinity(vec![node_term(ZONE, "In", &["zone1", "zone2"])]),
+            "SchedulingPodAntiAffinity" => {
+                p.label("color", "green").pod_anti_affinity(affinity_term(&[("color", "green")], HOST))
+            }
+            "SchedulingPodAffinity" if prefix == "init" => p.label("color", "blue"),
+            "SchedulingPodAffinity" => p.label("color", "blue").pod_affinity(affinity_term(&[("color", "blue")], ZONE)),
+            "TopologySpreading" => p.label("app", "spread").spread(5, ZONE, "DoNotSchedule", &[("app", "spread")]),
+            "PreferredTopologySpreading" => {
+                p.label("app", "spread").spread(5, ZONE, "ScheduleAnyway", &[("app", "spread")])
+            }
+            "Unschedulable" if prefix == "init" => p.req("9", "500Mi"),
+            "SchedulingGpu" if i % 5 < 2 => {
+                let gpus = ["1", "2", "4", "1", "8", "2"][i % 6];
+                p.req_list(&[(GPU, gpus)]).toleration(GPU, "Exists", "", "NoSchedule")
+            }
+            _ => p,
+        };
+        p.build()
+    };
+    w.init_pods = (0..init).map(|i| with_created(make("init", i), i)).collect();
+    w.measured_pods = (0..m).map(|i| with_created(make("pod", i), init + i)).collect();
+    Some(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use algorithms::PodInfo;
+
+    #[test]
+    fn every_workload_builds_at_a_small_size() {
+        for (name, ..) in WORKLOADS {
+            let w = workload(name, Some(30), Some(40)).unwrap();
+            assert_eq!(w.cluster.nodes.len(), 30, "{name}");
+            assert_eq!(w.measured_pods.len(), 40, "{name}");
+            for p in w.init_pods.iter().chain(&w.measured_pods) {
+                PodInfo::from_pod(p).unwrap();
+            }
+        }
+        assert!(workload("schedulingbasic", None, None).is_some());
+        assert!(workload("NoSuchWorkload", None, None).is_none());
+    }
+
+    #[test]
+    fn gpu_workload_mixes_gpu_and_cpu_nodes_and_pods() {
+        let w = workload("SchedulingGpu", Some(10), Some(10)).unwrap();
+        let gpu_nodes =
+            w.cluster.nodes.iter().filter(|n| n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some()).count();
+        assert_eq!(gpu_nodes, 2);
+        let gpu_pods =
+            w.measured_pods.iter().filter(|p| PodInfo::from_pod(p).unwrap().requests.requests.get(GPU) > 0).count();
+        assert_eq!(gpu_pods, 4);
+    }
+}

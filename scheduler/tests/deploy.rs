@@ -1,0 +1,121 @@
+//! Every manifest under deploy/ parses into typed Kubernetes objects, and the
+//! configurations in it are accepted by the scheduler.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use serde::Deserialize;
+use serde_json::Value;
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(doc: &Value, file: &Path) -> T {
+    serde_path_to_error::deserialize(doc.clone())
+        .unwrap_or_else(|e| panic!("{}: {} at {}", file.display(), e.inner(), e.path()))
+}
+
+#[test]
+fn every_manifest_is_a_valid_kubernetes_object() {
+    let mut files = Vec::new();
+    yaml_files(Path::new("../deploy"), &mut files);
+    assert!(files.len() >= 10, "{files:?}");
+    let mut kinds = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let doc = Value::deserialize(doc).unwrap();
+            if doc.is_null() {
+                continue;
+            }
+            let kind = doc["kind"].as_str().unwrap_or_else(|| panic!("{}: no kind", file.display())).to_string();
+            match kind.as_str() {
+                "Namespace" => drop(typed::<Namespace>(&doc, file)),
+                "ServiceAccount" => drop(typed::<ServiceAccount>(&doc, file)),
+                "ClusterRole" => drop(typed::<ClusterRole>(&doc, file)),
+                "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(&doc, file)),
+                "Role" => drop(typed::<Role>(&doc, file)),
+                "RoleBinding" => drop(typed::<RoleBinding>(&doc, file)),
+                "Service" => drop(typed::<Service>(&doc, file)),
+                "Pod" => drop(typed::<Pod>(&doc, file)),
+                "Deployment" => {
+                    let d: Deployment = typed(&doc, file);
+                    let spec = d.spec.unwrap().template.spec.unwrap();
+                    let c = &spec.containers[0];
+                    assert!(c.liveness_probe.is_some() && c.readiness_probe.is_some(), "{}: probes", file.display());
+                    let sc = c.security_context.as_ref().unwrap();
+                    assert_eq!(sc.read_only_root_filesystem, Some(true), "{}", file.display());
+                    assert_eq!(
+                        sc.run_as_non_root.or(spec.security_context.as_ref().and_then(|s| s.run_as_non_root)),
+                        Some(true)
+                    );
+                }
+                "ConfigMap" => {
+                    let cm: ConfigMap = typed(&doc, file);
+                    for (key, value) in cm.data.unwrap_or_default() {
+                        if key.ends_with(".yaml") {
+                            let cfg = scheduler::config_file::parse(&value, &key).unwrap();
+                            cfg.build_profiles().unwrap();
+                        }
+                    }
+                }
+                "KubeSchedulerConfiguration" => {
+                    let cfg = scheduler::config_file::parse(&text, &file.display().to_string()).unwrap();
+                    assert!(!cfg.extenders.is_empty(), "{}: extender stanza", file.display());
+                }
+                other => panic!("{}: unexpected kind {other}", file.display()),
+            }
+            kinds.push(kind);
+        }
+    }
+    for k in ["Deployment", "ClusterRole", "ConfigMap", "KubeSchedulerConfiguration", "Pod", "Service"] {
+        assert!(kinds.iter().any(|x| x == k), "no {k} in deploy/");
+    }
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_scheduler_uses() {
+    let text = std::fs::read_to_string("../deploy/scheduler/rbac.yaml").unwrap();
+    let mut rules: Vec<(String, String, Vec<String>)> = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let doc = Value::deserialize(doc).unwrap();
+        if doc["kind"] == "ClusterRole" || doc["kind"] == "Role" {
+            let role_rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule> = typed(&doc["rules"], Path::new("rbac.yaml"));
+            for r in role_rules {
+                for g in r.api_groups.clone().unwrap_or_default() {
+                    for res in r.resources.clone().unwrap_or_default() {
+                        let mut verbs = r.verbs.clone();
+                        verbs.sort();
+                        rules.push((g.clone(), res, verbs));
+                    }
+                }
+            }
+        }
+    }
+    let has = |g: &str, res: &str, verb: &str| {
+        rules.iter().any(|(rg, rr, v)| rg == g && rr == res && v.iter().any(|x| x == verb))
+    };
+    for (g, res, verb) in [
+        ("", "nodes", "watch"),
+        ("", "pods", "list"),
+        ("", "pods/binding", "create"),
+        ("", "pods/status", "patch"),
+        ("", "namespaces", "watch"),
+        ("events.k8s.io", "events", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    ] {
+        assert!(has(g, res, verb), "missing {verb} on {g}/{res}: {rules:?}");
+    }
+    assert!(!rules.iter().any(|(_, _, v)| v.iter().any(|x| x == "*" || x == "delete")), "over-broad rule: {rules:?}");
+}
