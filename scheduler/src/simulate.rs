@@ -142,10 +142,10 @@ fn drain(engine: &mut Engine, clock: &mut Instant, bar: Option<&ProgressBar>) ->
                 }
             }
             Outcome::Unschedulable { message } | Outcome::Error { message } => {
-                if cycle.queued.attempts == 1 {
-                    if let Some(b) = bar {
-                        b.inc(1);
-                    }
+                if cycle.queued.attempts == 1
+                    && let Some(b) = bar
+                {
+                    b.inc(1);
                 }
                 out.failures.insert(key, message);
             }
