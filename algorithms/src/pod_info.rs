@@ -171,6 +171,10 @@ pub struct PodInfo {
     pub images: Vec<String>,
     /// Scheduling gates still present.
     pub scheduling_gates: Vec<String>,
+    /// Hash of the spec fields node-local plugins read (requests, ports, images,
+    /// tolerations, node selector and affinity, node name): pods with equal
+    /// signatures get equal node-local filter and score results.
+    pub signature: u64,
     /// The controlling owner as (kind, name), for default spread selectors.
     pub controller: Option<(String, String)>,
     /// Whether the pod has a deletion timestamp.
@@ -263,8 +267,39 @@ impl PodInfo {
             info.spread_constraints.push(spread_constraint(c, &labels).map_err(sel_err("topologySpreadConstraints"))?);
         }
         info.labels = labels;
+        info.signature = signature(spec);
         Ok(info)
     }
+}
+
+fn signature(spec: &core::PodSpec) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let strip = |cs: &[core::Container]| -> Vec<serde_json::Value> {
+        cs.iter()
+            .map(|c| {
+                serde_json::json!([
+                    c.image,
+                    c.resources,
+                    c.restart_policy,
+                    c.ports.iter().flatten().filter(|p| p.host_port.is_some()).collect::<Vec<_>>()
+                ])
+            })
+            .collect()
+    };
+    let key = serde_json::json!([
+        strip(&spec.containers),
+        strip(spec.init_containers.as_deref().unwrap_or(&[])),
+        spec.overhead,
+        spec.resources,
+        spec.tolerations,
+        spec.node_selector,
+        spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref()),
+        spec.node_name,
+        spec.volumes.iter().flatten().filter_map(|v| v.image.as_ref()).collect::<Vec<_>>(),
+    ]);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.to_string().hash(&mut h);
+    h.finish()
 }
 
 fn affinity_term(t: &core::PodAffinityTerm, namespace: &str, labels: &Labels) -> Result<AffinityTerm, SelectorError> {

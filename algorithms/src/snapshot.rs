@@ -23,6 +23,8 @@ pub struct Snapshot {
     pub workloads: Arc<WorkloadSelectors>,
     /// Indexes of nodes with at least one pod with required anti-affinity.
     pub with_required_anti_affinity: Vec<usize>,
+    /// Changes whenever the node list or the image counts change (not on pod changes).
+    pub epoch: u64,
 }
 
 /// Selectors of the objects kube-scheduler derives default spread selectors from.
@@ -70,6 +72,7 @@ impl Snapshot {
 
     /// Recomputes how many nodes hold each image.
     pub fn refresh_images(&mut self) {
+        self.epoch = crate::node_info::next_generation();
         let mut counts: HashMap<String, usize> = HashMap::new();
         for n in &self.nodes {
             for (img, _) in &n.images {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
 use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -55,6 +55,9 @@ pub struct Engine {
     pub queue: SchedulingQueue,
     snapshot: Snapshot,
     rng: StdRng,
+    /// Reuse node-local results across pods with the same spec (on by default).
+    pub use_equivalence_cache: bool,
+    caches: Vec<EquivalenceCache>,
 }
 
 impl Engine {
@@ -66,6 +69,8 @@ impl Engine {
             queue: SchedulingQueue::default(),
             snapshot: Snapshot::default(),
             rng: StdRng::seed_from_u64(seed),
+            use_equivalence_cache: true,
+            caches: Vec::new(),
         }
     }
 
@@ -94,7 +99,7 @@ impl Engine {
         let pod: Arc<PodInfo> = queued.pod.clone();
         let key = pod.key();
         self.cache.update_snapshot(&mut self.snapshot);
-        let Some(profile) = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name) else {
+        let Some(pi) = self.profiles.iter().position(|p| p.scheduler_name == pod.scheduler_name) else {
             self.queue.delete(&key);
             let message = format!("no profile for scheduler name {:?}", pod.scheduler_name);
             return Some(Cycle {
@@ -104,8 +109,17 @@ impl Engine {
                 duration: started.elapsed(),
             });
         };
+        let profile = &self.profiles[pi];
         let profile_name = profile.scheduler_name.clone();
-        let ev = evaluate(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default());
+        let ev = if self.use_equivalence_cache {
+            if self.caches.len() < self.profiles.len() {
+                self.caches.resize_with(self.profiles.len(), EquivalenceCache::new);
+            }
+            let cache = &mut self.caches[pi];
+            evaluate_cached(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default(), cache)
+        } else {
+            evaluate(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default())
+        };
         let outcome = match (ev.selected, &ev.error) {
             (_, Some(err)) => {
                 self.queue.error(&key, now);

@@ -110,6 +110,9 @@ enum Command {
         /// Seed for tie-breaking between equal scores.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Recompute every node for every pod instead of reusing results across identical pods.
+        #[arg(long)]
+        no_equivalence_cache: bool,
     },
     /// Explain why a pod fits or does not fit each node.
     Explain {
@@ -219,10 +222,13 @@ fn dispatch(cmd: Command) -> Result<()> {
             runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
             Ok(())
         }
-        Command::Simulate { cluster, workload, nodes, pods, config, output, write, seed } => match workload {
-            Some(name) => run_workload(&name, nodes, pods, config.as_deref(), output, seed),
-            None => run_simulate(cluster.as_deref(), config.as_deref(), output, write.as_deref(), seed),
-        },
+        Command::Simulate { cluster, workload, nodes, pods, config, output, write, seed, no_equivalence_cache } => {
+            let sim = SimFlags { output, seed, no_equivalence_cache };
+            match workload {
+                Some(name) => run_workload(&name, nodes, pods, config.as_deref(), sim),
+                None => run_simulate(cluster.as_deref(), config.as_deref(), write.as_deref(), sim),
+            }
+        }
         Command::Explain { cluster, pod, config, output, seed } => {
             run_explain(&cluster, &pod, config.as_deref(), output, seed)
         }
@@ -238,21 +244,15 @@ fn demo_objects(seed: u64) -> ClusterObjects {
     ClusterObjects { nodes: g.nodes, pods: g.pods, namespaces: g.namespaces, workloads: Default::default() }
 }
 
-fn run_simulate(
-    cluster: Option<&Path>,
-    config: Option<&Path>,
-    output: Output,
-    write: Option<&Path>,
-    seed: u64,
-) -> Result<()> {
+fn run_simulate(cluster: Option<&Path>, config: Option<&Path>, write: Option<&Path>, sim: SimFlags) -> Result<()> {
+    let (output, seed) = (sim.output, sim.seed);
     let (_, profiles) = config_file::profiles(config)?;
     let (objects, source) = match cluster {
         Some(p) => (cluster::load_file(p)?, p.display().to_string()),
         None => (demo_objects(seed), "built-in demo cluster".to_string()),
     };
     let parsed = cluster::parse_cluster(&objects, &source)?;
-    let progress = output != Output::Json && std::io::stderr().is_terminal();
-    let report = simulate::run(profiles, parsed, &simulate::SimulateOptions { seed, progress });
+    let report = simulate::run(profiles, parsed, &sim.options());
     if let Some(path) = write {
         write_cluster(path, &objects, &report.placements)?;
     }
@@ -266,14 +266,32 @@ fn run_simulate(
     Ok(())
 }
 
+/// Flags shared by the simulate variants.
+#[derive(Clone, Copy)]
+struct SimFlags {
+    output: Output,
+    seed: u64,
+    no_equivalence_cache: bool,
+}
+
+impl SimFlags {
+    fn options(&self) -> simulate::SimulateOptions {
+        simulate::SimulateOptions {
+            seed: self.seed,
+            progress: self.output != Output::Json && std::io::stderr().is_terminal(),
+            no_equivalence_cache: self.no_equivalence_cache,
+        }
+    }
+}
+
 fn run_workload(
     name: &str,
     nodes: Option<usize>,
     pods: Option<usize>,
     config: Option<&Path>,
-    output: Output,
-    seed: u64,
+    sim: SimFlags,
 ) -> Result<()> {
+    let output = sim.output;
     let (_, profiles) = config_file::profiles(config)?;
     let Some(w) = bench::workloads::workload(name, nodes, pods) else {
         let names: Vec<&str> = bench::workloads::WORKLOADS.iter().map(|w| w.0).collect();
@@ -293,8 +311,7 @@ fn run_workload(
         .map(algorithms::PodInfo::from_pod)
         .collect::<std::result::Result<Vec<_>, _>>()
         .context("failed to read the workload's initial pods")?;
-    let progress = output != Output::Json && std::io::stderr().is_terminal();
-    let report = simulate::run_phased(profiles, parsed, init, &simulate::SimulateOptions { seed, progress });
+    let report = simulate::run_phased(profiles, parsed, init, &sim.options());
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         _ => {

@@ -19,6 +19,8 @@ pub struct SimulateOptions {
     pub seed: u64,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Turn off reuse of node-local results across identical pods (for comparison).
+    pub no_equivalence_cache: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -168,6 +170,7 @@ pub fn run_phased(
     opts: &SimulateOptions,
 ) -> SimulationReport {
     let mut engine = Engine::new(profiles, opts.seed);
+    engine.use_equivalence_cache = !opts.no_equivalence_cache;
     let mut clock = Instant::now();
     let (pending, gated) = load(&mut engine, cluster);
     for pod in init {

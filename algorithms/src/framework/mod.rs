@@ -1,5 +1,6 @@
 //! The plugin interfaces and the framework that runs them over all nodes in parallel.
 
+mod cached;
 mod normalize;
 mod parallel;
 mod run;
@@ -8,6 +9,7 @@ use std::any::Any;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+pub use cached::{EquivalenceCache, evaluate_cached};
 pub use normalize::default_normalize;
 pub use parallel::map_nodes;
 pub use run::{
@@ -83,6 +85,14 @@ pub trait FilterPlugin: Send + Sync {
 
     /// Whether the pod fits on the node, as far as this plugin is concerned.
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status;
+
+    /// True when PreFilter and Filter depend only on the pod's scheduling-relevant spec
+    /// ([`PodInfo::signature`]) and on the node itself (its object and its pods), never on
+    /// other nodes. Such results are reused across pods of the same signature until the
+    /// node changes.
+    fn node_local(&self) -> bool {
+        false
+    }
 }
 
 /// A score (priority) plugin.
@@ -100,6 +110,12 @@ pub trait ScorePlugin: Send + Sync {
 
     /// Maps raw scores to 0..=100 (scores are aligned with the feasible nodes).
     fn normalize(&self, _state: &PluginState, _scores: &mut [i64]) {}
+
+    /// True when PreScore depends only on the pod's signature (not on the feasible
+    /// nodes) and the raw Score only on the pod and the node, for a given snapshot epoch.
+    fn node_local(&self) -> bool {
+        false
+    }
 }
 
 /// A weighted score plugin.

@@ -1,6 +1,7 @@
 //! One scheduling attempt: PreFilter, Filter, PreScore, Score, NormalizeScore, select.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use rand::Rng;
 
@@ -34,7 +35,7 @@ pub struct Evaluation {
     /// A PreFilter that rejected the pod on every node.
     pub prefilter_rejection: Option<Status>,
     /// Rejected nodes (index into the snapshot) with their first failing filter's status.
-    pub rejected: Vec<(usize, Status)>,
+    pub rejected: Vec<(usize, Arc<Status>)>,
     /// Feasible nodes (indexes into the snapshot).
     pub feasible: Vec<usize>,
     /// Per-plugin scores over the feasible nodes.
@@ -127,7 +128,7 @@ pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
     (all * pct / 100).max(MIN_NODES)
 }
 
-fn run_filters(profile: &Profile, states: &[Option<PluginState>], pod: &PodInfo, node: &NodeInfo) -> Status {
+pub(crate) fn run_filters(profile: &Profile, states: &[Option<PluginState>], pod: &PodInfo, node: &NodeInfo) -> Status {
     for (plugin, state) in profile.filters.iter().zip(states) {
         let Some(state) = state else { continue };
         let mut st = plugin.filter(state, pod, node);
@@ -137,6 +138,59 @@ fn run_filters(profile: &Profile, states: &[Option<PluginState>], pod: &PodInfo,
         }
     }
     Status::success()
+}
+
+/// Node names a PreFilter restricted the pod to, with the plugin that did.
+pub(crate) type Allowed = Option<(HashSet<String>, &'static str)>;
+
+/// Runs every PreFilter. Returns None when the attempt ends here (a PreFilter rejected
+/// the pod on all `n` candidates, or failed), with `ev` filled accordingly.
+pub(crate) fn pre_filter_all(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    ev: &mut Evaluation,
+    n: usize,
+    node_at: &dyn Fn(usize) -> usize,
+) -> Option<(Vec<Option<PluginState>>, Allowed)> {
+    let mut states: Vec<Option<PluginState>> = Vec::with_capacity(profile.filters.len());
+    let mut allowed: Allowed = None;
+    for plugin in &profile.filters {
+        let mut out = plugin.pre_filter(pod, snapshot);
+        out.status.plugin = plugin.name();
+        match out.status.code {
+            Code::Success => states.push(Some(out.state)),
+            Code::Skip => states.push(None),
+            Code::Error => {
+                ev.error = Some(out.status);
+                return None;
+            }
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                let shared = Arc::new(out.status.clone());
+                ev.rejected = (0..n).map(|k| (node_at(k), shared.clone())).collect();
+                ev.prefilter_rejection = Some(out.status);
+                return None;
+            }
+        }
+        if let Some(names) = out.node_names {
+            allowed = Some(match allowed {
+                None => (names, plugin.name()),
+                Some((prev, p)) => (prev.intersection(&names).cloned().collect(), p),
+            });
+        }
+    }
+    Some((states, allowed))
+}
+
+/// The status of a node a PreFilter's node set leaves out.
+pub(crate) fn outside_allowed(allowed: &Allowed, node: &NodeInfo) -> Option<Status> {
+    let (names, plugin) = allowed.as_ref()?;
+    if names.contains(&node.name) {
+        return None;
+    }
+    let mut st = Status::unresolvable(FILTERED_BY_PREFILTER.replace("{}", plugin));
+    st.plugin = plugin;
+    Some(st)
 }
 
 /// Runs PreFilter and Filter over every node: fills `rejected`, `feasible`, `prefilter_rejection` and `error`.
@@ -155,40 +209,12 @@ pub fn filter_candidates(
     let n = candidates.map_or(snapshot.nodes.len(), <[usize]>::len);
     let node_at = |k: usize| candidates.map_or(k, |c| c[k]);
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
-    let mut states: Vec<Option<PluginState>> = Vec::with_capacity(profile.filters.len());
-    let mut allowed: Option<(HashSet<String>, &'static str)> = None;
-    for plugin in &profile.filters {
-        let mut out = plugin.pre_filter(pod, snapshot);
-        out.status.plugin = plugin.name();
-        match out.status.code {
-            Code::Success => states.push(Some(out.state)),
-            Code::Skip => states.push(None),
-            Code::Error => {
-                ev.error = Some(out.status);
-                return ev;
-            }
-            Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
-                ev.rejected = (0..n).map(|k| (node_at(k), out.status.clone())).collect();
-                ev.prefilter_rejection = Some(out.status);
-                return ev;
-            }
-        }
-        if let Some(names) = out.node_names {
-            allowed = Some(match allowed {
-                None => (names, plugin.name()),
-                Some((prev, p)) => (prev.intersection(&names).cloned().collect(), p),
-            });
-        }
-    }
+    let Some((states, allowed)) = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at) else { return ev };
 
     let limit = nodes_to_find(profile.percentage_of_nodes_to_score, n);
     let check = |i: usize| -> Status {
         let node = &snapshot.nodes[i];
-        if let Some((names, plugin)) = &allowed
-            && !names.contains(&node.name)
-        {
-            let mut st = Status::unresolvable(FILTERED_BY_PREFILTER.replace("{}", plugin));
-            st.plugin = plugin;
+        if let Some(st) = outside_allowed(&allowed, node) {
             return st;
         }
         run_filters(profile, &states, pod, node)
@@ -206,7 +232,7 @@ pub fn filter_candidates(
                     ev.error = Some(st);
                     return ev;
                 }
-                _ => ev.rejected.push((i, st)),
+                _ => ev.rejected.push((i, Arc::new(st))),
             }
         }
         start = end;
@@ -242,31 +268,108 @@ pub fn score_nodes(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &m
     score(profile, pod, snapshot, ev)
 }
 
-fn score(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation) {
-    let feasible = &ev.feasible;
-    let mut totals = vec![0i64; feasible.len()];
-    for ws in &profile.scores {
-        let plugin = &ws.plugin;
-        let (scores, skipped) = match plugin.pre_score(pod, snapshot, feasible) {
-            Err(st) if st.is_skip() => (vec![0; feasible.len()], true),
+/// Score plugins' PreScore states for `ev.feasible`: `None` for a plugin that skipped.
+/// Returns Err when a PreScore failed (recorded in `ev.error`).
+pub(crate) fn pre_score_all(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    ev: &mut Evaluation,
+    reuse: &mut dyn FnMut(usize) -> Option<Option<PluginState>>,
+) -> Result<Vec<Option<PluginState>>, ()> {
+    let mut states = Vec::with_capacity(profile.scores.len());
+    for (p, ws) in profile.scores.iter().enumerate() {
+        if let Some(state) = reuse(p) {
+            states.push(state);
+            continue;
+        }
+        match ws.plugin.pre_score(pod, snapshot, &ev.feasible) {
+            Ok(state) => states.push(Some(state)),
+            Err(st) if st.is_skip() => states.push(None),
             Err(mut st) => {
-                st.plugin = plugin.name();
+                st.plugin = ws.plugin.name();
                 ev.error = Some(st);
-                return;
+                return Err(());
             }
-            Ok(state) => {
-                let mut s =
-                    map_nodes(feasible.len(), |k| plugin.score(&state, pod, &snapshot.nodes[feasible[k]], snapshot));
-                plugin.normalize(&state, &mut s);
+        }
+    }
+    Ok(states)
+}
+
+/// Most score plugins one fused pass handles without allocating per node.
+const FUSED: usize = 16;
+
+/// Raw scores of the plugins in `which` over the feasible nodes, in one parallel pass.
+pub(crate) fn raw_scores(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    feasible: &[usize],
+    states: &[Option<PluginState>],
+    which: &[usize],
+) -> Vec<Vec<i64>> {
+    let mut out: Vec<Vec<i64>> = vec![Vec::new(); profile.scores.len()];
+    if which.is_empty() {
+        return out;
+    }
+    if which.len() <= FUSED {
+        let rows = map_nodes(feasible.len(), |k| {
+            let node = &snapshot.nodes[feasible[k]];
+            let mut row = [0i64; FUSED];
+            for (slot, &p) in which.iter().enumerate() {
+                if let Some(state) = &states[p] {
+                    row[slot] = profile.scores[p].plugin.score(state, pod, node, snapshot);
+                }
+            }
+            row
+        });
+        for (slot, &p) in which.iter().enumerate() {
+            out[p] = rows.iter().map(|r| r[slot]).collect();
+        }
+    } else {
+        for &p in which {
+            if let Some(state) = &states[p] {
+                let plugin = &profile.scores[p].plugin;
+                out[p] =
+                    map_nodes(feasible.len(), |k| plugin.score(state, pod, &snapshot.nodes[feasible[k]], snapshot));
+            }
+        }
+    }
+    out
+}
+
+/// Normalizes raw scores, weighs them and fills `ev.scores` and `ev.totals`.
+pub(crate) fn finish_scores(
+    profile: &Profile,
+    states: &[Option<PluginState>],
+    mut raw: Vec<Vec<i64>>,
+    ev: &mut Evaluation,
+) {
+    let n = ev.feasible.len();
+    let mut totals = vec![0i64; n];
+    for (p, ws) in profile.scores.iter().enumerate() {
+        let (scores, skipped) = match &states[p] {
+            None => (vec![0; n], true),
+            Some(state) => {
+                let mut s = std::mem::take(&mut raw[p]);
+                s.resize(n, 0);
+                ws.plugin.normalize(state, &mut s);
                 (s, false)
             }
         };
         for (t, s) in totals.iter_mut().zip(&scores) {
             *t += s * ws.weight;
         }
-        ev.scores.push(PluginScores { name: plugin.name(), weight: ws.weight, scores, skipped });
+        ev.scores.push(PluginScores { name: ws.plugin.name(), weight: ws.weight, scores, skipped });
     }
     ev.totals = totals;
+}
+
+fn score(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation) {
+    let Ok(states) = pre_score_all(profile, pod, snapshot, ev, &mut |_| None) else { return };
+    let which: Vec<usize> = (0..states.len()).filter(|&p| states[p].is_some()).collect();
+    let raw = raw_scores(profile, pod, snapshot, &ev.feasible, &states, &which);
+    finish_scores(profile, &states, raw, ev);
 }
 
 /// Picks the node with the highest total, breaking ties uniformly at random

@@ -65,6 +65,10 @@ impl ScorePlugin for BalancedAllocation {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn pre_score(&self, pod: &PodInfo, _: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
         let v: Vec<i64> = self.resources.iter().map(|r| pod_request(pod, r, false)).collect();
         if v.iter().all(|x| *x == 0) {

@@ -23,6 +23,10 @@ impl ScorePlugin for ImageLocality {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn score(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
         let total = snapshot.nodes.len().max(1) as f64;
         let mut sum: i64 = 0;

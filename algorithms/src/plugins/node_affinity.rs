@@ -84,6 +84,10 @@ impl FilterPlugin for NodeAffinity {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn pre_filter(&self, pod: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
         if pod.required_node_affinity.is_none() && self.added_required.is_none() && pod.node_selector.is_empty() {
             return PreFilterOutcome::skip();
@@ -118,6 +122,10 @@ impl FilterPlugin for NodeAffinity {
 impl ScorePlugin for NodeAffinity {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn node_local(&self) -> bool {
+        true
     }
 
     fn pre_score(&self, pod: &PodInfo, _: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {

@@ -20,6 +20,10 @@ impl FilterPlugin for NodeName {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn pre_filter(&self, pod: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
         if pod.node_name.is_none() { PreFilterOutcome::skip() } else { PreFilterOutcome::run(PluginState::none()) }
     }

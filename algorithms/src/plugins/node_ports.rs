@@ -20,6 +20,10 @@ impl FilterPlugin for NodePorts {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn pre_filter(&self, pod: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
         if pod.host_ports.is_empty() { PreFilterOutcome::skip() } else { PreFilterOutcome::run(PluginState::none()) }
     }

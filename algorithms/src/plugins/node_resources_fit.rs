@@ -193,6 +193,10 @@ impl FilterPlugin for NodeResourcesFit {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn pre_filter(&self, _: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
         PreFilterOutcome::run(PluginState::none())
     }
@@ -241,6 +245,10 @@ struct PodRequestVector(Vec<i64>);
 impl ScorePlugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn node_local(&self) -> bool {
+        true
     }
 
     fn pre_score(&self, pod: &PodInfo, _: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {

@@ -22,6 +22,10 @@ impl FilterPlugin for NodeUnschedulable {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         if !node.unschedulable {
             return Status::success();

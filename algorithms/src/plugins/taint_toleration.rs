@@ -21,6 +21,10 @@ impl FilterPlugin for TaintToleration {
         NAME
     }
 
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let hard = |t: &crate::taints::Taint| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute);
         match find_untolerated(&node.taints, &pod.tolerations, hard) {
@@ -37,6 +41,10 @@ struct PreferState {
 impl ScorePlugin for TaintToleration {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn node_local(&self) -> bool {
+        true
     }
 
     fn pre_score(&self, pod: &PodInfo, _: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {

@@ -1,0 +1,52 @@
+//! Every scheduler_perf-style workload runs at a small size, and reusing node-local
+//! results across identical pods changes no placement (correctness only; no timing).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use algorithms::PodInfo;
+use algorithms::config::default_profile;
+use bench::workloads::{WORKLOADS, workload};
+use scheduler::cluster::{ClusterObjects, parse_cluster};
+use scheduler::simulate::{SimulateOptions, SimulationReport, run_phased};
+
+fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
+    let w = workload(name, Some(120), Some(300)).unwrap();
+    let objects = ClusterObjects {
+        nodes: w.cluster.nodes,
+        pods: w.measured_pods,
+        namespaces: w.cluster.namespaces,
+        workloads: Default::default(),
+    };
+    let parsed = parse_cluster(&objects, name).unwrap();
+    let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
+    let opts = SimulateOptions { seed, progress: false, no_equivalence_cache: no_cache };
+    run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
+}
+
+#[test]
+fn every_workload_places_the_same_pods_with_and_without_the_cache() {
+    for (name, ..) in WORKLOADS {
+        for seed in [1, 7] {
+            let cached = simulate(name, seed, false);
+            let plain = simulate(name, seed, true);
+            assert_eq!(cached.scheduled + cached.unschedulable, 300, "{name}");
+            assert_eq!(cached.placements, plain.placements, "{name} seed {seed}: placements differ");
+            assert_eq!(cached.failures, plain.failures, "{name} seed {seed}: failures differ");
+        }
+    }
+}
+
+#[test]
+fn workloads_schedule_what_fits() {
+    let basic = simulate("SchedulingBasic", 1, false);
+    assert_eq!(basic.scheduled, 300);
+    let unsched = simulate("Unschedulable", 1, false);
+    assert_eq!(unsched.scheduled, 300, "the measured pods fit; only the initial ones do not");
+    let anti = simulate("SchedulingPodAntiAffinity", 1, false);
+    // Each anti-affine pod needs a node of its own: 120 nodes, some taken by initial pods.
+    assert!(anti.scheduled <= 120 && anti.unschedulable > 0);
+    let gpu = simulate("SchedulingGpu", 1, false);
+    assert!(gpu.scheduled > 0);
+    for msg in gpu.failures.values() {
+        assert!(msg.starts_with("0/120 nodes are available: "), "{msg}");
+    }
+}
