@@ -11,6 +11,8 @@ use crate::node_info::NodeInfo;
 pub struct Snapshot {
     /// All nodes, in a stable order.
     pub nodes: Vec<Arc<NodeInfo>>,
+    /// Each node's generation, by index (kept beside `nodes` for fast scans).
+    pub generations: Vec<u64>,
     /// Node name to index in `nodes`.
     pub index: HashMap<String, usize>,
     /// Namespace labels by namespace name.
@@ -51,6 +53,7 @@ impl Snapshot {
     /// Replaces the node list, recomputing the indexes (images only when `images_changed`).
     pub fn set_nodes(&mut self, nodes: Vec<Arc<NodeInfo>>) {
         self.index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        self.generations = nodes.iter().map(|n| n.generation).collect();
         self.nodes = nodes;
         self.refresh_pod_indexes();
         self.refresh_images();
@@ -80,6 +83,14 @@ impl Snapshot {
             }
         }
         self.image_nodes = Arc::new(counts);
+    }
+
+    /// Replaces one node (same name), keeping the indexes current.
+    pub fn replace_node(&mut self, i: usize, node: Arc<NodeInfo>) {
+        if let (Some(slot), Some(g)) = (self.nodes.get_mut(i), self.generations.get_mut(i)) {
+            *g = node.generation;
+            *slot = node;
+        }
     }
 
     /// The labels of a namespace (empty when unknown).

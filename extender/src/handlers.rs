@@ -185,7 +185,7 @@ pub fn preempt(ext: &Extender, args: ExtenderPreemptionArgs) -> Result<ExtenderP
             }
         }
         let mut what_if = (*snap).clone();
-        what_if.nodes[i] = Arc::new(trimmed);
+        what_if.replace_node(i, Arc::new(trimmed));
         what_if.refresh_pod_indexes();
         let ev = filter_candidates(&ext.profile, &pod, &what_if, Some(&[i]));
         if ev.feasible == [i] {

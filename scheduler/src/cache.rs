@@ -267,7 +267,7 @@ impl Cache {
                 affinity_changed |= old.pods_with_affinity.is_empty() != new.pods_with_affinity.is_empty()
                     || old.pods_with_required_anti_affinity.is_empty()
                         != new.pods_with_required_anti_affinity.is_empty();
-                snap.nodes[i] = new.clone();
+                snap.replace_node(i, new.clone());
             }
             refreshed = self.dirty.len();
             if affinity_changed {

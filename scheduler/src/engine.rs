@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
 use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 
 use crate::cache::Cache;
 use crate::queue::{QueuedPod, SchedulingQueue};
@@ -54,7 +54,7 @@ pub struct Engine {
     /// The queue.
     pub queue: SchedulingQueue,
     snapshot: Snapshot,
-    rng: StdRng,
+    rng: SmallRng,
     /// Reuse node-local results across pods with the same spec (on by default).
     pub use_equivalence_cache: bool,
     caches: Vec<EquivalenceCache>,
@@ -68,7 +68,7 @@ impl Engine {
             cache: Cache::new(),
             queue: SchedulingQueue::default(),
             snapshot: Snapshot::default(),
-            rng: StdRng::seed_from_u64(seed),
+            rng: SmallRng::seed_from_u64(seed),
             use_equivalence_cache: true,
             caches: Vec::new(),
         }

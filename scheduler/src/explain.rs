@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use algorithms::framework::{EvaluateOptions, evaluate};
 use algorithms::{PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
-use rand::rngs::StdRng;
+use rand::rngs::SmallRng;
 use serde::Serialize;
 
 /// Why a node was rejected.
@@ -54,7 +54,7 @@ pub struct ExplainReport {
 
 /// Evaluates `pod` on every node of `snapshot` with `profile`.
 pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64) -> ExplainReport {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let ev = evaluate(profile, pod, snapshot, &mut rng, EvaluateOptions { always_score: true });
     let name = |i: usize| snapshot.nodes[i].name.clone();
     let failed_nodes = ev

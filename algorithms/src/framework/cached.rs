@@ -22,31 +22,52 @@ use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
 
-/// What is kept for one node.
-#[derive(Clone, Default)]
-struct Entry {
-    /// The node's generation when computed (0: never).
-    generation: u64,
-    /// The first failing node-local filter, or None when they all pass.
-    status: Option<Arc<Status>>,
-    /// Raw scores of the node-local score plugins, by profile score index.
-    raw: Vec<i64>,
-}
+/// How many pod signatures one profile keeps results for.
+const SIGNATURES: usize = 8;
 
-/// Per-profile cache of node-local filter verdicts and raw scores.
+/// Per-profile cache of node-local results for the most recent pod signatures.
 #[derive(Default)]
 pub struct EquivalenceCache {
+    slots: Vec<Slot>,
+    tick: u64,
+}
+
+/// Node-local filter verdicts and raw scores of one pod signature, kept as flat
+/// arrays by node index (struct of arrays: the per-pod scan touches only what it needs).
+#[derive(Default)]
+struct Slot {
+    used: u64,
     signature: Option<u64>,
     epoch: u64,
-    entries: Vec<Entry>,
-    /// Nodes recomputed by the last attempt (for tests and metrics).
-    pub last_recomputed: usize,
+    /// Each node's generation when its entry was computed (0: never).
+    generations: Vec<u64>,
+    /// The first failing node-local filter, or None when they all pass.
+    statuses: Vec<Option<Arc<Status>>>,
+    /// Raw scores: `raw[i * stride + p]` for node `i` and score plugin `p`.
+    raw: Vec<i64>,
+    stride: usize,
 }
 
 impl EquivalenceCache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The slot for a signature: its own, else a free or the least recently used one.
+    fn slot(&mut self, signature: u64) -> &mut Slot {
+        self.tick += 1;
+        let i = match self.slots.iter().position(|s| s.signature == Some(signature)) {
+            Some(i) => i,
+            None if self.slots.len() < SIGNATURES => {
+                self.slots.push(Slot::default());
+                self.slots.len() - 1
+            }
+            None => self.slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
+        };
+        let slot = &mut self.slots[i];
+        slot.used = self.tick;
+        slot
     }
 }
 
@@ -61,7 +82,7 @@ pub fn evaluate_cached(
     cache: &mut EquivalenceCache,
 ) -> Evaluation {
     let n = snapshot.nodes.len();
-    if nodes_to_find(profile.percentage_of_nodes_to_score, n) < n {
+    if nodes_to_find(profile.percentage_of_nodes_to_score, n) < n || profile.scores.len() > 16 {
         return super::evaluate(profile, pod, snapshot, rng, opts);
     }
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
@@ -89,38 +110,58 @@ pub fn evaluate_cached(
         }
     }
 
-    if cache.signature != Some(pod.signature) || cache.epoch != snapshot.epoch || cache.entries.len() != n {
+    let stride = profile.scores.len();
+    let cache = cache.slot(pod.signature);
+    if cache.signature != Some(pod.signature)
+        || cache.epoch != snapshot.epoch
+        || cache.generations.len() != n
+        || cache.stride != stride
+    {
         cache.signature = Some(pod.signature);
         cache.epoch = snapshot.epoch;
-        cache.entries = vec![Entry::default(); n];
+        cache.stride = stride;
+        cache.generations = vec![0; n];
+        cache.statuses = vec![None; n];
+        cache.raw = vec![0; n * stride];
     }
-    let stale: Vec<usize> = (0..n).filter(|&i| cache.entries[i].generation != snapshot.nodes[i].generation).collect();
-    cache.last_recomputed = stale.len();
+    let stale: Vec<usize> = cache
+        .generations
+        .iter()
+        .zip(&snapshot.generations)
+        .enumerate()
+        .filter(|(_, (c, s))| c != s)
+        .map(|(i, _)| i)
+        .collect();
     let prefix = &fstates[..local_filters];
     let fresh = map_nodes(stale.len(), |k| {
         let node = &snapshot.nodes[stale[k]];
         let st = run_filters_prefix(profile, prefix, pod, node);
-        let mut raw = vec![0i64; profile.scores.len()];
+        let mut raw = [0i64; 16];
         if st.is_none() {
-            for &p in &local_scores {
+            for &p in local_scores.iter().filter(|&&p| p < 16) {
                 if let Some(Some(state)) = &local_states[p] {
                     raw[p] = profile.scores[p].plugin.score(state, pod, node, snapshot);
                 }
             }
         }
-        Entry { generation: node.generation, status: st.map(Arc::new), raw }
+        (node.generation, st.map(Arc::new), raw)
     });
-    for (k, e) in fresh.into_iter().enumerate() {
-        cache.entries[stale[k]] = e;
+    for (k, (generation, st, raw)) in fresh.into_iter().enumerate() {
+        let i = stale[k];
+        cache.generations[i] = generation;
+        cache.statuses[i] = st;
+        cache.raw[i * stride..(i + 1) * stride].copy_from_slice(&raw[..stride]);
     }
 
     // Filter: cached verdicts, then the remaining filters for nodes that passed them.
     let rest_active = fstates[local_filters..].iter().any(Option::is_some);
     let mut passed: Vec<usize> = Vec::with_capacity(n);
-    for (i, e) in cache.entries.iter().enumerate() {
-        if let Some(st) = outside_allowed(&allowed, &snapshot.nodes[i]) {
+    for (i, status) in cache.statuses.iter().enumerate() {
+        if allowed.is_some()
+            && let Some(st) = outside_allowed(&allowed, &snapshot.nodes[i])
+        {
             ev.rejected.push((i, Arc::new(st)));
-        } else if let Some(st) = &e.status {
+        } else if let Some(st) = status {
             ev.rejected.push((i, st.clone()));
         } else {
             passed.push(i);
@@ -159,7 +200,7 @@ pub fn evaluate_cached(
     let mut raw = raw_scores(profile, pod, snapshot, &ev.feasible, &states, &others);
     for &p in &local_scores {
         if states[p].is_some() {
-            raw[p] = ev.feasible.iter().map(|&i| cache.entries[i].raw.get(p).copied().unwrap_or(0)).collect();
+            raw[p] = ev.feasible.iter().map(|&i| cache.raw[i * stride + p]).collect();
         }
     }
     finish_scores(profile, &states, raw, &mut ev);

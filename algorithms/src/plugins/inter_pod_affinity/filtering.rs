@@ -24,7 +24,7 @@ impl FilterPlugin for InterPodAffinity {
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
-        let mut existing_anti = TopologyCounts::new();
+        let mut existing_anti = TopologyCounts::default();
         for &i in &snapshot.with_required_anti_affinity {
             let node = &snapshot.nodes[i];
             for ep in &node.pods_with_required_anti_affinity {
@@ -40,8 +40,8 @@ impl FilterPlugin for InterPodAffinity {
         if existing_anti.is_empty() && affinity_terms.is_empty() && anti_terms.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let mut affinity = TopologyCounts::new();
-        let mut anti = TopologyCounts::new();
+        let mut affinity = TopologyCounts::default();
+        let mut anti = TopologyCounts::default();
         if !affinity_terms.is_empty() || !anti_terms.is_empty() {
             for node in &snapshot.nodes {
                 for ep in &node.pods {
@@ -69,10 +69,7 @@ impl FilterPlugin for InterPodAffinity {
 
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(s) = state.get::<FilterState>() else { return Status::error("InterPodAffinity state is missing") };
-        let count = |m: &TopologyCounts, key: &str| -> Option<i64> {
-            let v = node.labels.get(key)?;
-            Some(m.get(&(key.to_string(), v.clone())).copied().unwrap_or(0))
-        };
+        let count = |m: &TopologyCounts, key: &str| m.at(key, node);
         // 1. The pod's own required affinity.
         let mut pods_exist = true;
         for t in &s.affinity_terms {
@@ -105,13 +102,11 @@ impl FilterPlugin for InterPodAffinity {
             }
         }
         // 3. Existing pods' required anti-affinity.
-        if !s.existing_anti.is_empty() {
-            for (k, v) in &node.labels {
-                if s.existing_anti.get(&(k.clone(), v.clone())).is_some_and(|c| *c > 0) {
-                    return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY)
-                        .with_detail(format!("an existing pod's anti-affinity excludes {k}={v}"));
-                }
-            }
+        if !s.existing_anti.is_empty()
+            && let Some((k, v)) = s.existing_anti.any_label_positive(node)
+        {
+            return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY)
+                .with_detail(format!("an existing pod's anti-affinity excludes {k}={v}"));
         }
         Status::success()
     }

@@ -5,7 +5,6 @@ mod scoring;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 
 use serde::Deserialize;
 
@@ -63,12 +62,46 @@ impl InterPodAffinity {
     }
 }
 
-/// Counts per (topology key, value).
-pub(crate) type TopologyCounts = HashMap<(String, String), i64>;
+/// Counts per topology key, then per value (looked up by `&str`, no allocation).
+#[derive(Debug, Default)]
+pub(crate) struct TopologyCounts(rustc_hash::FxHashMap<String, rustc_hash::FxHashMap<String, i64>>);
+
+impl TopologyCounts {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.values().all(|m| m.values().all(|c| *c == 0))
+    }
+
+    /// The count for the node's value of `key`; None when the node lacks the key.
+    pub(crate) fn at(&self, key: &str, node: &NodeInfo) -> Option<i64> {
+        let v = node.labels.get(key)?;
+        Some(self.0.get(key).and_then(|m| m.get(v.as_str())).copied().unwrap_or(0))
+    }
+
+    /// Whether any of the node's labels has a positive count.
+    pub(crate) fn any_label_positive(&self, node: &NodeInfo) -> Option<(String, String)> {
+        for (k, values) in &self.0 {
+            if let Some(v) = node.labels.get(k)
+                && values.get(v.as_str()).is_some_and(|c| *c > 0)
+            {
+                return Some((k.clone(), v.clone()));
+            }
+        }
+        None
+    }
+}
 
 fn add_pair(counts: &mut TopologyCounts, key: &str, node: &NodeInfo, delta: i64) {
     if let Some(v) = node.labels.get(key) {
-        *counts.entry((key.to_string(), v.clone())).or_insert(0) += delta;
+        let values = match counts.0.get_mut(key) {
+            Some(m) => m,
+            None => counts.0.entry(key.to_string()).or_default(),
+        };
+        match values.get_mut(v.as_str()) {
+            Some(c) => *c += delta,
+            None => {
+                values.insert(v.clone(), delta);
+            }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! PreFilter and Filter of PodTopologySpread.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::*;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
@@ -24,7 +24,7 @@ impl FilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
+        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::default(); constraints.len()];
         for node in &snapshot.nodes {
             if !has_all_keys(node, &constraints) {
                 continue;
@@ -34,7 +34,13 @@ impl FilterPlugin for PodTopologySpread {
                     continue;
                 }
                 let Some(value) = node.labels.get(&c.topology_key) else { continue };
-                *domain.entry(value.clone()).or_insert(0) += count_matching(node, &c.selector, &pod.namespace);
+                let add = count_matching(node, &c.selector, &pod.namespace);
+                match domain.get_mut(value.as_str()) {
+                    Some(n) => *n += add,
+                    None => {
+                        domain.insert(value.clone(), add);
+                    }
+                }
             }
         }
         let min = counts.iter().map(|d| d.values().copied().min().unwrap_or(i64::from(i32::MAX))).collect();

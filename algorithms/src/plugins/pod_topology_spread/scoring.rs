@@ -1,6 +1,6 @@
 //! PreScore, Score and NormalizeScore of PodTopologySpread.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::*;
 use crate::framework::{MAX_NODE_SCORE, PluginState, ScorePlugin};
@@ -31,8 +31,8 @@ impl ScorePlugin for PodTopologySpread {
             return Err(Status::skip());
         }
         let require_all = !pod.spread_constraints.is_empty() || !self.system_defaulted;
-        let mut ignored = HashSet::new();
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
+        let mut ignored = HashSet::default();
+        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::default(); constraints.len()];
         for &i in feasible {
             let node = &snapshot.nodes[i];
             if require_all && !has_all_keys(node, &constraints) {
@@ -41,8 +41,10 @@ impl ScorePlugin for PodTopologySpread {
             }
             for (c, domain) in constraints.iter().zip(counts.iter_mut()) {
                 if c.topology_key != HOSTNAME {
-                    let value = node.labels.get(&c.topology_key).cloned().unwrap_or_default();
-                    domain.entry(value).or_insert(0);
+                    let value = node.labels.get(&c.topology_key).map(String::as_str).unwrap_or("");
+                    if !domain.contains_key(value) {
+                        domain.insert(value.to_string(), 0);
+                    }
                 }
             }
         }
