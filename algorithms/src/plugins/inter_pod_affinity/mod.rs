@@ -5,7 +5,6 @@ mod scoring;
 #[cfg(test)]
 mod tests;
 
-
 use serde::Deserialize;
 
 use crate::labels::Labels;

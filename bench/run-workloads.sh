@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every scheduler_perf-style workload through `custom-scheduler simulate` (release
+# build) and writes the results table into the README's Performance section.
+# Usage: bench/run-workloads.sh [extra simulate flags, e.g. --no-equivalence-cache]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p custom-scheduler >&2
+bin=target/release/custom-scheduler
+workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
+           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu)
+rows=""
+for w in "${workloads[@]}"; do
+  echo "running $w" >&2
+  json=$("$bin" simulate --workload "$w" --output json --seed 1 "$@")
+  rows+=$(python3 - "$w" "$json" <<'PY'
+import json, sys
+name, d = sys.argv[1], json.loads(sys.argv[2])
+mem = d.get("peakMemoryMib")
+print(f"| {name} | {d['nodes']} | {d['scheduled'] + d['unschedulable']} | {d['scheduled']} | "
+      f"{d['podsPerSecond']:,.0f} | {d['latencyMs']['p50']:.3f} | {d['latencyMs']['p99']:.3f} | "
+      f"{'%.0f' % mem if mem is not None else 'n/a'} |")
+PY
+)$'\n'
+done
+cpu=$(nproc)
+table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh $*\` on a ${cpu}-core machine; every node is evaluated for every pod.
+
+| workload | nodes | measured pods | scheduled | pods/s | p50 ms | p99 ms | peak MiB |
+|---|---:|---:|---:|---:|---:|---:|---:|
+${rows}"
+python3 - "$table" <<'PY'
+import re, sys
+table = sys.argv[1].rstrip() + "\n"
+text = open("README.md").read()
+start, end = "<!-- perf-table-start -->", "<!-- perf-table-end -->"
+if start not in text:
+    text += f"\n## Performance\n\n{start}\n{end}\n"
+pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+text = pattern.sub(lambda _: f"{start}\n{table}{end}", text)
+open("README.md", "w").write(text)
+PY
+echo "README.md updated" >&2
