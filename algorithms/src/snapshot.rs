@@ -14,7 +14,7 @@ pub struct Snapshot {
     /// Each node's generation, by index (kept beside `nodes` for fast scans).
     pub generations: Vec<u64>,
     /// Node name to index in `nodes`.
-    pub index: HashMap<String, usize>,
+    pub index: Arc<HashMap<String, usize>>,
     /// Namespace labels by namespace name.
     pub namespaces: Arc<HashMap<String, Labels>>,
     /// For each image name, on how many nodes it is present.
@@ -52,7 +52,7 @@ impl Snapshot {
 
     /// Replaces the node list, recomputing the indexes (images only when `images_changed`).
     pub fn set_nodes(&mut self, nodes: Vec<Arc<NodeInfo>>) {
-        self.index = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        self.index = Arc::new(nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect());
         self.generations = nodes.iter().map(|n| n.generation).collect();
         self.nodes = nodes;
         self.refresh_pod_indexes();

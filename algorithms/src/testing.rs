@@ -434,7 +434,7 @@ pub fn filter_all(plugin: &dyn FilterPlugin, pod: &core::Pod, snap: &Snapshot) -
     let pre = plugin.pre_filter(&info, snap);
     match pre.status.code {
         Code::Skip => snap.nodes.iter().map(|_| Status::success()).collect(),
-        Code::Success => snap.nodes.iter().map(|n| plugin.filter(&pre.state, &info, n)).collect(),
+        Code::Success => snap.nodes.iter().enumerate().map(|(i, n)| plugin.filter_at(&pre.state, &info, n, i)).collect(),
         _ => snap.nodes.iter().map(|_| pre.status.clone()).collect(),
     }
 }
@@ -467,7 +467,8 @@ pub fn score_feasible(plugin: &dyn ScorePlugin, pod: &core::Pod, snap: &Snapshot
         Ok(s) => s,
         Err(_) => return vec![0; feasible.len()],
     };
-    let mut scores: Vec<i64> = feasible.iter().map(|&i| plugin.score(&state, &info, &snap.nodes[i], snap)).collect();
+    let mut scores: Vec<i64> =
+        feasible.iter().map(|&i| plugin.score_at(&state, &info, &snap.nodes[i], snap, i)).collect();
     plugin.normalize(&state, &mut scores);
     scores
 }
@@ -477,5 +478,5 @@ pub fn raw_scores(plugin: &dyn ScorePlugin, pod: &core::Pod, snap: &Snapshot) ->
     let info = PodInfo::from_pod(pod).unwrap_or_default();
     let feasible: Vec<usize> = (0..snap.nodes.len()).collect();
     let state = plugin.pre_score(&info, snap, &feasible).unwrap_or_else(|_| PluginState::none());
-    snap.nodes.iter().map(|n| plugin.score(&state, &info, n, snap)).collect()
+    snap.nodes.iter().enumerate().map(|(i, n)| plugin.score_at(&state, &info, n, snap, i)).collect()
 }

@@ -135,12 +135,12 @@ pub fn evaluate_cached(
     let prefix = &fstates[..local_filters];
     let fresh = map_nodes(stale.len(), |k| {
         let node = &snapshot.nodes[stale[k]];
-        let st = run_filters_prefix(profile, prefix, pod, node);
+        let st = run_filters_prefix(profile, prefix, pod, node, stale[k]);
         let mut raw = [0i64; 16];
         if st.is_none() {
             for &p in local_scores.iter().filter(|&&p| p < 16) {
                 if let Some(Some(state)) = &local_states[p] {
-                    raw[p] = profile.scores[p].plugin.score(state, pod, node, snapshot);
+                    raw[p] = profile.scores[p].plugin.score_at(state, pod, node, snapshot, stale[k]);
                 }
             }
         }
@@ -169,7 +169,7 @@ pub fn evaluate_cached(
     }
     if rest_active {
         let statuses = map_nodes(passed.len(), |k| {
-            run_filters_suffix(profile, &fstates, local_filters, pod, &snapshot.nodes[passed[k]])
+            run_filters_suffix(profile, &fstates, local_filters, pod, &snapshot.nodes[passed[k]], passed[k])
         });
         for (k, st) in statuses.into_iter().enumerate() {
             match st.code {
@@ -213,8 +213,9 @@ fn run_filters_prefix(
     states: &[Option<PluginState>],
     pod: &PodInfo,
     node: &crate::node_info::NodeInfo,
+    index: usize,
 ) -> Option<Status> {
-    let st = run_filters(profile, states, pod, node);
+    let st = run_filters(profile, states, pod, node, index);
     (!st.is_success()).then_some(st)
 }
 
@@ -224,10 +225,11 @@ fn run_filters_suffix(
     from: usize,
     pod: &PodInfo,
     node: &crate::node_info::NodeInfo,
+    index: usize,
 ) -> Status {
     for (plugin, state) in profile.filters.iter().zip(states).skip(from) {
         let Some(state) = state else { continue };
-        let mut st = plugin.filter(state, pod, node);
+        let mut st = plugin.filter_at(state, pod, node, index);
         if !st.is_success() {
             st.plugin = plugin.name();
             return st;

@@ -86,6 +86,12 @@ pub trait FilterPlugin: Send + Sync {
     /// Whether the pod fits on the node, as far as this plugin is concerned.
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status;
 
+    /// [`FilterPlugin::filter`] for the node at `index` in the snapshot given to PreFilter;
+    /// plugins that keep per-node arrays in their state override this.
+    fn filter_at(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, _index: usize) -> Status {
+        self.filter(state, pod, node)
+    }
+
     /// True when PreFilter and Filter depend only on the pod's scheduling-relevant spec
     /// ([`PodInfo::signature`]) and on the node itself (its object and its pods), never on
     /// other nodes. Such results are reused across pods of the same signature until the
@@ -107,6 +113,11 @@ pub trait ScorePlugin: Send + Sync {
 
     /// The raw score of one node.
     fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64;
+
+    /// [`ScorePlugin::score`] for the node at `index` in the snapshot.
+    fn score_at(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot, _index: usize) -> i64 {
+        self.score(state, pod, node, snapshot)
+    }
 
     /// Maps raw scores to 0..=100 (scores are aligned with the feasible nodes).
     fn normalize(&self, _state: &PluginState, _scores: &mut [i64]) {}

@@ -128,10 +128,16 @@ pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
     (all * pct / 100).max(MIN_NODES)
 }
 
-pub(crate) fn run_filters(profile: &Profile, states: &[Option<PluginState>], pod: &PodInfo, node: &NodeInfo) -> Status {
+pub(crate) fn run_filters(
+    profile: &Profile,
+    states: &[Option<PluginState>],
+    pod: &PodInfo,
+    node: &NodeInfo,
+    index: usize,
+) -> Status {
     for (plugin, state) in profile.filters.iter().zip(states) {
         let Some(state) = state else { continue };
-        let mut st = plugin.filter(state, pod, node);
+        let mut st = plugin.filter_at(state, pod, node, index);
         if !st.is_success() {
             st.plugin = plugin.name();
             return st;
@@ -217,7 +223,7 @@ pub fn filter_candidates(
         if let Some(st) = outside_allowed(&allowed, node) {
             return st;
         }
-        run_filters(profile, &states, pod, node)
+        run_filters(profile, &states, pod, node, i)
     };
     let mut start = 0;
     while start < n && ev.feasible.len() < limit {
@@ -314,11 +320,12 @@ pub(crate) fn raw_scores(
     }
     if which.len() <= FUSED {
         let rows = map_nodes(feasible.len(), |k| {
-            let node = &snapshot.nodes[feasible[k]];
+            let i = feasible[k];
+            let node = &snapshot.nodes[i];
             let mut row = [0i64; FUSED];
             for (slot, &p) in which.iter().enumerate() {
                 if let Some(state) = &states[p] {
-                    row[slot] = profile.scores[p].plugin.score(state, pod, node, snapshot);
+                    row[slot] = profile.scores[p].plugin.score_at(state, pod, node, snapshot, i);
                 }
             }
             row
@@ -331,7 +338,10 @@ pub(crate) fn raw_scores(
             if let Some(state) = &states[p] {
                 let plugin = &profile.scores[p].plugin;
                 out[p] =
-                    map_nodes(feasible.len(), |k| plugin.score(state, pod, &snapshot.nodes[feasible[k]], snapshot));
+                    map_nodes(feasible.len(), |k| {
+                        let i = feasible[k];
+                        plugin.score_at(state, pod, &snapshot.nodes[i], snapshot, i)
+                    });
             }
         }
     }

@@ -1,17 +1,25 @@
 //! PreFilter and Filter of PodTopologySpread.
 
-use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
+use super::cache::{MISSING, SpreadCache};
 use super::*;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::status::Status;
 
 struct FilterState {
     constraints: Vec<SpreadConstraint>,
-    /// Per constraint: matching pods per domain value (eligible domains only).
-    counts: Vec<HashMap<String, i64>>,
+    /// Per constraint: matching pods per domain value id (eligible domains only).
+    sums: Vec<Vec<i64>>,
+    /// Per constraint: whether a domain value id is an eligible domain.
+    present: Vec<Vec<bool>>,
+    /// Per constraint: number of eligible domains.
+    domains: Vec<i64>,
     /// Per constraint: the smallest domain count.
     min: Vec<i64>,
+    /// Node value ids, `values[i * per + c]`.
+    values: Arc<Vec<u32>>,
+    index: Arc<std::collections::HashMap<String, usize>>,
 }
 
 impl FilterPlugin for PodTopologySpread {
@@ -24,45 +32,68 @@ impl FilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::default(); constraints.len()];
-        for node in &snapshot.nodes {
-            if !has_all_keys(node, &constraints) {
-                continue;
-            }
-            for (c, domain) in constraints.iter().zip(counts.iter_mut()) {
-                if !node_included(c, pod, node) {
+        let per = constraints.len();
+        let (sums, present, values) = SpreadCache::with_facts(&self.cache, &constraints, pod, snapshot, |f| {
+            let mut sums: Vec<Vec<i64>> = f.names.iter().map(|n| vec![0; n.len()]).collect();
+            let mut present: Vec<Vec<bool>> = f.names.iter().map(|n| vec![false; n.len()]).collect();
+            for i in 0..snapshot.nodes.len() {
+                if !f.has_all[i] {
                     continue;
                 }
-                let Some(value) = node.labels.get(&c.topology_key) else { continue };
-                let add = count_matching(node, &c.selector, &pod.namespace);
-                match domain.get_mut(value.as_str()) {
-                    Some(n) => *n += add,
-                    None => {
-                        domain.insert(value.clone(), add);
+                for c in 0..per {
+                    let id = f.values[i * per + c];
+                    if id == MISSING || !f.included[i * per + c] {
+                        continue;
                     }
+                    sums[c][id as usize] += f.counts[i * per + c];
+                    present[c][id as usize] = true;
                 }
             }
-        }
-        let min = counts.iter().map(|d| d.values().copied().min().unwrap_or(i64::from(i32::MAX))).collect();
-        PreFilterOutcome::run(PluginState::new(FilterState { constraints, counts, min }))
+            (sums, present, f.values.clone())
+        });
+        let domains = present.iter().map(|p| p.iter().filter(|x| **x).count() as i64).collect();
+        let min = sums
+            .iter()
+            .zip(&present)
+            .map(|(s, p)| s.iter().zip(p).filter(|(_, p)| **p).map(|(v, _)| *v).min().unwrap_or(i64::from(i32::MAX)))
+            .collect();
+        PreFilterOutcome::run(PluginState::new(FilterState {
+            constraints,
+            sums,
+            present,
+            domains,
+            min,
+            values,
+            index: snapshot.index.clone(),
+        }))
     }
 
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(i) = state.get::<FilterState>().and_then(|s| s.index.get(&node.name).copied()) else {
+            return Status::error("PodTopologySpread state is missing");
+        };
+        self.filter_at(state, pod, node, i)
+    }
+
+    fn filter_at(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, i: usize) -> Status {
         let Some(s) = state.get::<FilterState>() else { return Status::error("PodTopologySpread state is missing") };
-        for (i, c) in s.constraints.iter().enumerate() {
-            let Some(value) = node.labels.get(&c.topology_key) else {
+        let per = s.constraints.len();
+        for (c, con) in s.constraints.iter().enumerate() {
+            let id = s.values.get(i * per + c).copied().unwrap_or(MISSING);
+            if id == MISSING {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
-                    .with_detail(format!("node has no {:?} label", c.topology_key));
-            };
-            let domains = &s.counts[i];
-            let min = if (domains.len() as i64) < c.min_domains { 0 } else { s.min[i] };
-            let self_match = i64::from(c.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels)));
-            let here = domains.get(value).copied().unwrap_or(0);
+                    .with_detail(format!("node has no {:?} label", con.topology_key));
+            }
+            let min = if s.domains[c] < con.min_domains { 0 } else { s.min[c] };
+            let self_match = i64::from(con.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels)));
+            let d = id as usize;
+            let here = if s.present[c].get(d).copied().unwrap_or(false) { s.sums[c][d] } else { 0 };
             let skew = here + self_match - min;
-            if skew > c.max_skew {
+            if skew > con.max_skew {
+                let value = node.labels.get(&con.topology_key).map(String::as_str).unwrap_or("");
                 return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail(format!(
                     "{}={} would have skew {skew} (matching pods {here}, global minimum {min}), maxSkew {}",
-                    c.topology_key, value, c.max_skew
+                    con.topology_key, value, con.max_skew
                 ));
             }
         }

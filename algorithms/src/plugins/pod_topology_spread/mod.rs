@@ -1,5 +1,6 @@
 //! PodTopologySpread: hard constraints filter by skew; soft ones (and the system defaults) score.
 
+mod cache;
 mod filtering;
 mod scoring;
 #[cfg(test)]
@@ -45,11 +46,12 @@ pub struct PodTopologySpreadArgs {
 pub struct PodTopologySpread {
     defaults: Vec<SpreadConstraint>,
     system_defaulted: bool,
+    cache: std::sync::Arc<std::sync::Mutex<cache::SpreadCache>>,
 }
 
 impl Default for PodTopologySpread {
     fn default() -> Self {
-        PodTopologySpread { defaults: system_defaults(), system_defaulted: true }
+        PodTopologySpread { defaults: system_defaults(), system_defaulted: true, cache: Default::default() }
     }
 }
 
@@ -105,7 +107,7 @@ impl PodTopologySpread {
                     sc.honor_node_taints = c.node_taints_policy.as_deref() == Some("Honor");
                     defaults.push(sc);
                 }
-                Ok(PodTopologySpread { defaults, system_defaulted: false })
+                Ok(PodTopologySpread { defaults, system_defaulted: false, cache: Default::default() })
             }
             other => Err(ArgsError::new(NAME, format!("defaultingType {other:?} must be System or List"))),
         }

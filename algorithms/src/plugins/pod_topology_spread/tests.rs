@@ -274,3 +274,55 @@ fn args_are_validated() {
     };
     assert!(PodTopologySpread::new(&ok).is_ok());
 }
+
+#[test]
+fn a_long_lived_plugin_agrees_with_a_fresh_one_as_the_cluster_changes() {
+    use crate::framework::{FilterPlugin, ScorePlugin};
+    use crate::pod_info::PodInfo;
+    use crate::snapshot::Snapshot;
+    use std::sync::Arc;
+
+    let nodes: Vec<core::Node> = (0..12)
+        .map(|i| {
+            let b = NodeBuilder::new(&format!("n{i}")).label("zone", ["z1", "z2", "z3"][i % 3]);
+            if i % 5 == 4 { b.no_labels().label("kubernetes.io/hostname", &format!("n{i}")).build() } else { b.build() }
+        })
+        .collect();
+    let mut snap: Snapshot = snapshot(&nodes, &[]);
+    let hard = incoming(vec![constraint(1, "zone", "DoNotSchedule", "foo"), constraint(2, HOSTNAME, "DoNotSchedule", "foo")]).build();
+    let soft = incoming(vec![constraint(1, "zone", "ScheduleAnyway", "foo"), constraint(1, HOSTNAME, "ScheduleAnyway", "foo")]).build();
+    let long_lived = PodTopologySpread::default();
+    for step in 0..20 {
+        // Place a matching pod on a changing node: only that node's generation moves.
+        let i = (step * 7) % nodes.len();
+        let mut node = (*snap.nodes[i]).clone();
+        let p = PodBuilder::new(&format!("p{step}")).label("foo", "").node_name(&node.name).info();
+        node.add_pod(Arc::new(p));
+        snap.replace_node(i, Arc::new(node));
+        for pod in [&hard, &soft] {
+            let info = PodInfo::from_pod(pod).unwrap();
+            let fresh = PodTopologySpread::default();
+            let a = FilterPlugin::pre_filter(&long_lived, &info, &snap);
+            let b = FilterPlugin::pre_filter(&fresh, &info, &snap);
+            for (k, n) in snap.nodes.iter().enumerate() {
+                if a.status.is_skip() {
+                    assert!(b.status.is_skip());
+                    continue;
+                }
+                assert_eq!(long_lived.filter_at(&a.state, &info, n, k), fresh.filter_at(&b.state, &info, n, k), "step {step} node {k}");
+            }
+            let feasible: Vec<usize> = (0..snap.nodes.len()).collect();
+            let sa = ScorePlugin::pre_score(&long_lived, &info, &snap, &feasible);
+            let sb = ScorePlugin::pre_score(&fresh, &info, &snap, &feasible);
+            if let (Ok(sa), Ok(sb)) = (sa, sb) {
+                for (k, n) in snap.nodes.iter().enumerate() {
+                    assert_eq!(
+                        long_lived.score_at(&sa, &info, n, &snap, k),
+                        fresh.score_at(&sb, &info, n, &snap, k),
+                        "step {step} node {k}"
+                    );
+                }
+            }
+        }
+    }
+}

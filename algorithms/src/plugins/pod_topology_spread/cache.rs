@@ -1,0 +1,139 @@
+//! Per-node spreading facts kept across pods: for a set of constraints (and the pod
+//! fields they depend on), each node's domain value, whether its domains count under
+//! the inclusion policies, and how many matching pods it runs. Only nodes whose
+//! generation changed are recomputed, so a cycle aggregates integers instead of
+//! walking every pod's labels.
+
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
+
+use super::{count_matching, has_all_keys, node_included};
+use crate::pod_info::{PodInfo, SpreadConstraint};
+use crate::snapshot::Snapshot;
+
+/// Value id of a node without the constraint's topology key.
+pub const MISSING: u32 = u32::MAX;
+const SLOTS: usize = 8;
+
+/// Facts of every node for one set of constraints.
+#[derive(Debug, Default)]
+pub struct NodeFacts {
+    /// Constraints per node (the stride of the flat arrays).
+    pub per: usize,
+    /// Whether the node has every constraint's key.
+    pub has_all: Vec<bool>,
+    /// `values[i * per + c]`: the node's value id for constraint `c`, or [`MISSING`].
+    pub values: Arc<Vec<u32>>,
+    /// Whether the node's domain counts for constraint `c` (inclusion policies).
+    pub included: Vec<bool>,
+    /// Matching pods on the node for constraint `c`.
+    pub counts: Arc<Vec<i64>>,
+    /// Value strings by id, per constraint.
+    pub names: Vec<Vec<String>>,
+    ids: Vec<FxHashMap<String, u32>>,
+    generations: Vec<u64>,
+}
+
+impl NodeFacts {
+    /// The id of `value` for constraint `c`, interning it.
+    pub fn intern(&mut self, c: usize, value: &str) -> u32 {
+        if let Some(id) = self.ids[c].get(value) {
+            return *id;
+        }
+        let id = self.names[c].len() as u32;
+        self.ids[c].insert(value.to_string(), id);
+        self.names[c].push(value.to_string());
+        id
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    key: u64,
+    epoch: u64,
+    used: u64,
+    facts: NodeFacts,
+}
+
+/// The cache a plugin instance keeps.
+#[derive(Debug, Default)]
+pub struct SpreadCache {
+    slots: Vec<Slot>,
+    tick: u64,
+}
+
+/// Everything the facts depend on besides the node.
+fn key_of(constraints: &[SpreadConstraint], pod: &PodInfo) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    format!("{constraints:?}").hash(&mut h);
+    pod.namespace.hash(&mut h);
+    if constraints.iter().any(|c| c.honor_node_affinity) {
+        format!("{:?}{:?}", pod.node_selector, pod.required_node_affinity).hash(&mut h);
+    }
+    if constraints.iter().any(|c| c.honor_node_taints) {
+        format!("{:?}", pod.tolerations).hash(&mut h);
+    }
+    h.finish()
+}
+
+impl SpreadCache {
+    /// Brings the facts for these constraints up to date with `snapshot` and passes them to `f`.
+    pub fn with_facts<R>(
+        cache: &Mutex<SpreadCache>,
+        constraints: &[SpreadConstraint],
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        f: impl FnOnce(&mut NodeFacts) -> R,
+    ) -> R {
+        let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
+        let key = key_of(constraints, pod);
+        guard.tick += 1;
+        let tick = guard.tick;
+        let slots = &mut guard.slots;
+        let idx = match slots.iter().position(|s| s.key == key) {
+            Some(i) => i,
+            None if slots.len() < SLOTS => {
+                slots.push(Slot::default());
+                slots.len() - 1
+            }
+            None => slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
+        };
+        let slot = &mut slots[idx];
+        let n = snapshot.nodes.len();
+        let per = constraints.len();
+        if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n || slot.facts.per != per {
+            *slot = Slot { key, epoch: snapshot.epoch, used: tick, facts: NodeFacts::default() };
+            let f = &mut slot.facts;
+            f.per = per;
+            f.has_all = vec![false; n];
+            f.values = Arc::new(vec![MISSING; n * per]);
+            f.included = vec![false; n * per];
+            f.counts = Arc::new(vec![0; n * per]);
+            f.names = vec![Vec::new(); per];
+            f.ids = vec![FxHashMap::default(); per];
+            f.generations = vec![0; n];
+        }
+        slot.used = tick;
+        let facts = &mut slot.facts;
+        for i in 0..n {
+            if facts.generations[i] == snapshot.generations[i] {
+                continue;
+            }
+            let node = &snapshot.nodes[i];
+            facts.has_all[i] = has_all_keys(node, constraints);
+            for (c, con) in constraints.iter().enumerate() {
+                let id = match node.labels.get(&con.topology_key) {
+                    Some(v) => facts.intern(c, v),
+                    None => MISSING,
+                };
+                Arc::make_mut(&mut facts.values)[i * per + c] = id;
+                facts.included[i * per + c] = node_included(con, pod, node);
+                Arc::make_mut(&mut facts.counts)[i * per + c] = count_matching(node, &con.selector, &pod.namespace);
+            }
+            facts.generations[i] = snapshot.generations[i];
+        }
+        f(facts)
+    }
+}
