@@ -10,7 +10,7 @@ use thiserror::Error;
 pub type Labels = BTreeMap<String, String>;
 
 /// A selector or node-selector requirement that cannot be evaluated.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Error)]
 #[error("invalid selector requirement on key {key:?}: {reason}")]
 pub struct SelectorError {
     /// The label key of the requirement.
@@ -20,7 +20,7 @@ pub struct SelectorError {
 }
 
 /// An operator of a label or node selector requirement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operator {
     /// The label's value is one of the values.
     In,
@@ -37,7 +37,7 @@ pub enum Operator {
 }
 
 /// One parsed requirement.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     /// Label key (or field name for node field selectors).
     pub key: String,
@@ -110,7 +110,7 @@ impl Requirement {
 
 /// A parsed `metav1.LabelSelector`. An empty selector matches everything; a
 /// missing selector is represented by `Option::None` at the use site and matches nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct LabelSelector {
     /// All requirements, ANDed (matchLabels become `In` requirements).
     pub requirements: Vec<Requirement>,
@@ -155,7 +155,7 @@ impl LabelSelector {
 }
 
 /// One node selector term: label expressions and field expressions, ANDed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NodeSelectorTerm {
     /// Requirements on node labels.
     pub expressions: Vec<Requirement>,
@@ -175,7 +175,7 @@ impl NodeSelectorTerm {
 
 /// A parsed `v1.NodeSelector`: terms ORed. Terms that fail to parse match nothing,
 /// as kube-scheduler's lazy-error selector treats them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeSelector {
     /// The usable terms.
     pub terms: Vec<NodeSelectorTerm>,

@@ -99,7 +99,7 @@ pub struct WeightedNodeTerm {
 }
 
 /// `whenUnsatisfiable` of a spread constraint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unsatisfiable {
     /// Hard: a filter.
     DoNotSchedule,
@@ -108,7 +108,7 @@ pub enum Unsatisfiable {
 }
 
 /// A topology spread constraint, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SpreadConstraint {
     /// Maximum permitted skew.
     pub max_skew: i64,

@@ -1,8 +1,23 @@
 //! Plugin results: a code, kube-scheduler's reason strings and an optional human detail.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
+
+static DETAILS: AtomicBool = AtomicBool::new(true);
+
+/// Whether plugins build human detail strings (on by default). The scheduling loop and
+/// the extender turn them off: only `explain` shows them, and building one per rejected
+/// node per pod is measurable.
+pub fn details_enabled() -> bool {
+    DETAILS.load(Ordering::Relaxed)
+}
+
+/// Turns detail strings on or off process-wide.
+pub fn set_details_enabled(on: bool) {
+    DETAILS.store(on, Ordering::Relaxed);
+}
 
 /// The outcome class of a plugin call, as kube-scheduler's framework defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -78,6 +93,14 @@ impl Status {
     /// Adds a human detail.
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = Some(detail.into());
+        self
+    }
+
+    /// Adds a human detail built only when details are enabled.
+    pub fn with_detail_fn(mut self, detail: impl FnOnce() -> String) -> Self {
+        if details_enabled() {
+            self.detail = Some(detail());
+        }
         self
     }
 

@@ -66,7 +66,7 @@ impl std::fmt::Display for Taint {
 }
 
 /// A pod toleration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Toleration {
     /// Key; empty with `Exists` tolerates every taint.
     pub key: String,

@@ -111,6 +111,7 @@ pub async fn serve(
     opts: ExtenderOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ExtenderError> {
+    algorithms::status::set_details_enabled(false);
     let (cfg, profiles) = config_file::profiles(opts.config.as_deref()).map_err(RunError::from)?;
     let profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
     let mut managed = opts.managed_resources.clone();

@@ -169,6 +169,7 @@ pub fn run_phased(
     init: Vec<PodInfo>,
     opts: &SimulateOptions,
 ) -> SimulationReport {
+    algorithms::status::set_details_enabled(false);
     let mut engine = Engine::new(profiles, opts.seed);
     engine.use_equivalence_cache = !opts.no_equivalence_cache;
     let mut clock = Instant::now();

@@ -111,11 +111,12 @@ impl FilterPlugin for NodeAffinity {
         if matches_required(pod, node) {
             return Status::success();
         }
-        let detail = match pod.node_selector.iter().find(|(k, v)| node.labels.get(*k) != Some(*v)) {
-            Some((k, v)) => format!("nodeSelector {k}={v} does not match"),
-            None => "no required node affinity term matches".to_string(),
-        };
-        Status::unresolvable(ERR_REASON_POD).with_detail(detail)
+        Status::unresolvable(ERR_REASON_POD).with_detail_fn(|| {
+            match pod.node_selector.iter().find(|(k, v)| node.labels.get(*k) != Some(*v)) {
+                Some((k, v)) => format!("nodeSelector {k}={v} does not match"),
+                None => "no required node affinity term matches".to_string(),
+            }
+        })
     }
 }
 

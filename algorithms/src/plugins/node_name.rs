@@ -31,7 +31,7 @@ impl FilterPlugin for NodeName {
     fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         match &pod.node_name {
             Some(wanted) if *wanted != node.name => {
-                Status::unresolvable(ERR_REASON).with_detail(format!("pod asks for node {wanted}"))
+                Status::unresolvable(ERR_REASON).with_detail_fn(|| format!("pod asks for node {wanted}"))
             }
             _ => Status::success(),
         }

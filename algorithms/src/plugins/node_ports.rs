@@ -32,7 +32,7 @@ impl FilterPlugin for NodePorts {
         for want in &pod.host_ports {
             if node.used_ports.iter().any(|used| used.conflicts(want)) {
                 return Status::unschedulable(ERR_REASON)
-                    .with_detail(format!("host port {}/{} on {} is in use", want.port, want.protocol, want.ip));
+                    .with_detail_fn(|| format!("host port {}/{} on {} is in use", want.port, want.protocol, want.ip));
             }
         }
         Status::success()

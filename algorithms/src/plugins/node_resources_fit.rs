@@ -178,12 +178,16 @@ struct Shortfall {
 fn shortfall(name: &str, want: i64, alloc: i64, used: i64) -> Option<Shortfall> {
     (want > 0 && want > alloc - used).then(|| Shortfall {
         reason: format!("Insufficient {name}"),
-        detail: format!(
-            "{name}: requested {}, {} free of {} allocatable",
-            format_amount(name, want),
-            format_amount(name, (alloc - used).max(0)),
-            format_amount(name, alloc)
-        ),
+        detail: if crate::status::details_enabled() {
+            format!(
+                "{name}: requested {}, {} free of {} allocatable",
+                format_amount(name, want),
+                format_amount(name, (alloc - used).max(0)),
+                format_amount(name, alloc)
+            )
+        } else {
+            String::new()
+        },
         unresolvable: want > alloc,
     })
 }
@@ -208,7 +212,7 @@ impl FilterPlugin for NodeResourcesFit {
         if pods + 1 > node.allocatable.allowed_pod_number {
             short.push(Shortfall {
                 reason: ERR_REASON_TOO_MANY_PODS.into(),
-                detail: format!("pods: {pods} of {} allowed", node.allocatable.allowed_pod_number),
+                detail: format!("pods: {pods} of {} in use", node.allocatable.allowed_pod_number),
                 unresolvable: false,
             });
         }

@@ -76,7 +76,7 @@ impl FilterPlugin for InterPodAffinity {
             match count(&s.affinity, &t.topology_key) {
                 None => {
                     return Status::unresolvable(ERR_REASON_AFFINITY)
-                        .with_detail(format!("node has no {:?} label", t.topology_key));
+                        .with_detail_fn(|| format!("node has no {:?} label", t.topology_key));
                 }
                 Some(c) if c <= 0 => pods_exist = false,
                 Some(_) => {}
@@ -93,7 +93,7 @@ impl FilterPlugin for InterPodAffinity {
         if !s.anti.is_empty() {
             for t in &s.anti_terms {
                 if count(&s.anti, &t.topology_key).is_some_and(|c| c > 0) {
-                    return Status::unschedulable(ERR_REASON_ANTI_AFFINITY).with_detail(format!(
+                    return Status::unschedulable(ERR_REASON_ANTI_AFFINITY).with_detail_fn(|| format!(
                         "a pod matching an anti-affinity term runs in {}={}",
                         t.topology_key,
                         node.labels.get(&t.topology_key).map(String::as_str).unwrap_or("")
@@ -106,7 +106,7 @@ impl FilterPlugin for InterPodAffinity {
             && let Some((k, v)) = s.existing_anti.any_label_positive(node)
         {
             return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY)
-                .with_detail(format!("an existing pod's anti-affinity excludes {k}={v}"));
+                .with_detail_fn(|| format!("an existing pod's anti-affinity excludes {k}={v}"));
         }
         Status::success()
     }

@@ -77,12 +77,12 @@ impl TopologyCounts {
     }
 
     /// Whether any of the node's labels has a positive count.
-    pub(crate) fn any_label_positive(&self, node: &NodeInfo) -> Option<(String, String)> {
+    pub(crate) fn any_label_positive<'a>(&'a self, node: &'a NodeInfo) -> Option<(&'a str, &'a str)> {
         for (k, values) in &self.0 {
             if let Some(v) = node.labels.get(k)
                 && values.get(v.as_str()).is_some_and(|c| *c > 0)
             {
-                return Some((k.clone(), v.clone()));
+                return Some((k.as_str(), v.as_str()));
             }
         }
         None

@@ -67,13 +67,14 @@ pub struct SpreadCache {
 /// Everything the facts depend on besides the node.
 fn key_of(constraints: &[SpreadConstraint], pod: &PodInfo) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
-    format!("{constraints:?}").hash(&mut h);
+    constraints.hash(&mut h);
     pod.namespace.hash(&mut h);
     if constraints.iter().any(|c| c.honor_node_affinity) {
-        format!("{:?}{:?}", pod.node_selector, pod.required_node_affinity).hash(&mut h);
+        pod.node_selector.hash(&mut h);
+        pod.required_node_affinity.hash(&mut h);
     }
     if constraints.iter().any(|c| c.honor_node_taints) {
-        format!("{:?}", pod.tolerations).hash(&mut h);
+        pod.tolerations.hash(&mut h);
     }
     h.finish()
 }

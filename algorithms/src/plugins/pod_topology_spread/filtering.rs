@@ -17,6 +17,8 @@ struct FilterState {
     domains: Vec<i64>,
     /// Per constraint: the smallest domain count.
     min: Vec<i64>,
+    /// Per constraint: 1 when the pod matches its own selector.
+    self_match: Vec<i64>,
     /// Node value ids, `values[i * per + c]`.
     values: Arc<Vec<u32>>,
     index: Arc<std::collections::HashMap<String, usize>>,
@@ -57,7 +59,10 @@ impl FilterPlugin for PodTopologySpread {
             .zip(&present)
             .map(|(s, p)| s.iter().zip(p).filter(|(_, p)| **p).map(|(v, _)| *v).min().unwrap_or(i64::from(i32::MAX)))
             .collect();
+        let self_match =
+            constraints.iter().map(|c| i64::from(c.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels)))).collect();
         PreFilterOutcome::run(PluginState::new(FilterState {
+            self_match,
             constraints,
             sums,
             present,
@@ -75,23 +80,23 @@ impl FilterPlugin for PodTopologySpread {
         self.filter_at(state, pod, node, i)
     }
 
-    fn filter_at(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, i: usize) -> Status {
+    fn filter_at(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, i: usize) -> Status {
         let Some(s) = state.get::<FilterState>() else { return Status::error("PodTopologySpread state is missing") };
         let per = s.constraints.len();
         for (c, con) in s.constraints.iter().enumerate() {
             let id = s.values.get(i * per + c).copied().unwrap_or(MISSING);
             if id == MISSING {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
-                    .with_detail(format!("node has no {:?} label", con.topology_key));
+                    .with_detail_fn(|| format!("node has no {:?} label", con.topology_key));
             }
             let min = if s.domains[c] < con.min_domains { 0 } else { s.min[c] };
-            let self_match = i64::from(con.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels)));
+            let self_match = s.self_match[c];
             let d = id as usize;
             let here = if s.present[c].get(d).copied().unwrap_or(false) { s.sums[c][d] } else { 0 };
             let skew = here + self_match - min;
             if skew > con.max_skew {
                 let value = node.labels.get(&con.topology_key).map(String::as_str).unwrap_or("");
-                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail(format!(
+                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail_fn(|| format!(
                     "{}={} would have skew {skew} (matching pods {here}, global minimum {min}), maxSkew {}",
                     con.topology_key, value, con.max_skew
                 ));
