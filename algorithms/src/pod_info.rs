@@ -59,7 +59,7 @@ impl HostPort {
 }
 
 /// A pod (anti-)affinity term with its namespaces resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AffinityTerm {
     /// Pod label selector; `None` (unset) matches no pod.
     pub selector: Option<LabelSelector>,

@@ -434,7 +434,9 @@ pub fn filter_all(plugin: &dyn FilterPlugin, pod: &core::Pod, snap: &Snapshot) -
     let pre = plugin.pre_filter(&info, snap);
     match pre.status.code {
         Code::Skip => snap.nodes.iter().map(|_| Status::success()).collect(),
-        Code::Success => snap.nodes.iter().enumerate().map(|(i, n)| plugin.filter_at(&pre.state, &info, n, i)).collect(),
+        Code::Success => {
+            snap.nodes.iter().enumerate().map(|(i, n)| plugin.filter_at(&pre.state, &info, n, i)).collect()
+        }
         _ => snap.nodes.iter().map(|_| pre.status.clone()).collect(),
     }
 }

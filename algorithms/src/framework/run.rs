@@ -337,11 +337,10 @@ pub(crate) fn raw_scores(
         for &p in which {
             if let Some(state) = &states[p] {
                 let plugin = &profile.scores[p].plugin;
-                out[p] =
-                    map_nodes(feasible.len(), |k| {
-                        let i = feasible[k];
-                        plugin.score_at(state, pod, &snapshot.nodes[i], snapshot, i)
-                    });
+                out[p] = map_nodes(feasible.len(), |k| {
+                    let i = feasible[k];
+                    plugin.score_at(state, pod, &snapshot.nodes[i], snapshot, i)
+                });
             }
         }
     }

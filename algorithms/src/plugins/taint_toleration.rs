@@ -29,7 +29,9 @@ impl FilterPlugin for TaintToleration {
         let hard = |t: &crate::taints::Taint| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute);
         match find_untolerated(&node.taints, &pod.tolerations, hard) {
             None => Status::success(),
-            Some(t) => Status::unresolvable(ERR_REASON_NOT_MATCH).with_detail_fn(|| format!("taint {t} is not tolerated")),
+            Some(t) => {
+                Status::unresolvable(ERR_REASON_NOT_MATCH).with_detail_fn(|| format!("taint {t} is not tolerated"))
+            }
         }
     }
 }

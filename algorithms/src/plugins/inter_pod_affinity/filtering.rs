@@ -1,20 +1,32 @@
 //! PreFilter and Filter of InterPodAffinity.
 
+use std::sync::Arc;
+
+use super::cache::{AffinityCache, MISSING};
 use super::*;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::pod_info::PodInfo;
 use crate::status::Status;
 
-/// What PreFilter found for one pod.
+/// What PreFilter found for one pod: counts per (key id, value id), dense by value id.
 struct FilterState {
-    /// Existing pods' required anti-affinity terms that select the incoming pod.
-    existing_anti: TopologyCounts,
-    /// Pods matching all of the incoming pod's affinity terms, per pair.
-    affinity: TopologyCounts,
-    /// Pods matching each incoming anti-affinity term, per pair.
-    anti: TopologyCounts,
-    affinity_terms: Vec<AffinityTerm>,
-    anti_terms: Vec<AffinityTerm>,
+    /// Existing pods' required anti-affinity terms selecting the pod, per key then value.
+    existing: Vec<Vec<i64>>,
+    any_existing: bool,
+    /// Pods matching all affinity terms, per affinity term's key, by value.
+    affinity: Vec<Vec<i64>>,
+    any_affinity: bool,
+    /// Pods matching each anti-affinity term, by value.
+    anti: Vec<Vec<i64>>,
+    any_anti: bool,
+    affinity_keys: Vec<u32>,
+    anti_keys: Vec<u32>,
+    /// Whether the pod matches every one of its own affinity terms.
+    self_match: bool,
+    /// `values[k][i]` as in the cache.
+    values: Arc<Vec<Vec<u32>>>,
+    keys: Vec<String>,
+    index: Arc<std::collections::HashMap<String, usize>>,
 }
 
 impl FilterPlugin for InterPodAffinity {
@@ -23,90 +35,120 @@ impl FilterPlugin for InterPodAffinity {
     }
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
-        let ns_labels = snapshot.namespace_labels(&pod.namespace);
-        let mut existing_anti = TopologyCounts::default();
-        for &i in &snapshot.with_required_anti_affinity {
-            let node = &snapshot.nodes[i];
-            for ep in &node.pods_with_required_anti_affinity {
-                for t in &ep.required_anti_affinity {
-                    if t.matches(pod, ns_labels) {
-                        add_pair(&mut existing_anti, &t.topology_key, node, 1);
-                    }
-                }
-            }
-        }
         let affinity_terms = resolve_namespaces(&pod.required_affinity, snapshot);
         let anti_terms = resolve_namespaces(&pod.required_anti_affinity, snapshot);
-        if existing_anti.is_empty() && affinity_terms.is_empty() && anti_terms.is_empty() {
+        if affinity_terms.is_empty() && anti_terms.is_empty() && snapshot.with_required_anti_affinity.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let mut affinity = TopologyCounts::default();
-        let mut anti = TopologyCounts::default();
-        if !affinity_terms.is_empty() || !anti_terms.is_empty() {
-            for node in &snapshot.nodes {
-                for ep in &node.pods {
-                    if !affinity_terms.is_empty() && affinity_terms.iter().all(|t| t.matches(ep, &NO_LABELS)) {
-                        for t in &affinity_terms {
-                            add_pair(&mut affinity, &t.topology_key, node, 1);
-                        }
+        let state = AffinityCache::with_facts(&self.cache, pod, snapshot, &affinity_terms, &anti_terms, |f| {
+            let n = snapshot.nodes.len();
+            let dense = |k: u32| vec![0i64; f.value_count(k)];
+            let mut existing: Vec<Vec<i64>> = (0..f.keys.len() as u32).map(dense).collect();
+            let mut affinity: Vec<Vec<i64>> = f.affinity_keys.iter().map(|&k| dense(k)).collect();
+            let mut anti: Vec<Vec<i64>> = f.anti_keys.iter().map(|&k| dense(k)).collect();
+            let (mut any_existing, mut any_affinity, mut any_anti) = (false, false, false);
+            let terms = f.anti_keys.len();
+            for i in 0..n {
+                for &k in &f.existing[i] {
+                    let v = f.values[k as usize][i];
+                    if v != MISSING {
+                        existing[k as usize][v as usize] += 1;
+                        any_existing = true;
                     }
-                    for t in &anti_terms {
-                        if t.matches(ep, &NO_LABELS) {
-                            add_pair(&mut anti, &t.topology_key, node, 1);
+                }
+                if f.affinity[i] > 0 {
+                    for (t, &k) in f.affinity_keys.iter().enumerate() {
+                        let v = f.values[k as usize][i];
+                        if v != MISSING {
+                            affinity[t][v as usize] += f.affinity[i];
+                            any_affinity = true;
                         }
                     }
                 }
+                for (t, &k) in f.anti_keys.iter().enumerate() {
+                    let c = f.anti[i * terms + t];
+                    let v = f.values[k as usize][i];
+                    if c > 0 && v != MISSING {
+                        anti[t][v as usize] += c;
+                        any_anti = true;
+                    }
+                }
             }
+            FilterState {
+                existing,
+                any_existing,
+                affinity,
+                any_affinity,
+                anti,
+                any_anti,
+                affinity_keys: f.affinity_keys.clone(),
+                anti_keys: f.anti_keys.clone(),
+                self_match: !affinity_terms.is_empty() && affinity_terms.iter().all(|t| t.matches(pod, &NO_LABELS)),
+                values: Arc::new(f.values.clone()),
+                keys: f.keys.clone(),
+                index: snapshot.index.clone(),
+            }
+        });
+        if !state.any_existing && affinity_terms.is_empty() && anti_terms.is_empty() {
+            return PreFilterOutcome::skip();
         }
-        PreFilterOutcome::run(PluginState::new(FilterState {
-            existing_anti,
-            affinity,
-            anti,
-            affinity_terms,
-            anti_terms,
-        }))
+        PreFilterOutcome::run(PluginState::new(state))
     }
 
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(i) = state.get::<FilterState>().and_then(|s| s.index.get(&node.name).copied()) else {
+            return Status::error("InterPodAffinity state is missing");
+        };
+        self.filter_at(state, pod, node, i)
+    }
+
+    fn filter_at(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, i: usize) -> Status {
         let Some(s) = state.get::<FilterState>() else { return Status::error("InterPodAffinity state is missing") };
-        let count = |m: &TopologyCounts, key: &str| m.at(key, node);
+        let value = |k: u32| s.values.get(k as usize).and_then(|col| col.get(i)).copied().unwrap_or(MISSING);
         // 1. The pod's own required affinity.
         let mut pods_exist = true;
-        for t in &s.affinity_terms {
-            match count(&s.affinity, &t.topology_key) {
-                None => {
-                    return Status::unresolvable(ERR_REASON_AFFINITY)
-                        .with_detail_fn(|| format!("node has no {:?} label", t.topology_key));
-                }
-                Some(c) if c <= 0 => pods_exist = false,
-                Some(_) => {}
+        for (t, &k) in s.affinity_keys.iter().enumerate() {
+            let v = value(k);
+            if v == MISSING {
+                let key = &s.keys[k as usize];
+                return Status::unresolvable(ERR_REASON_AFFINITY)
+                    .with_detail_fn(|| format!("node has no {key:?} label"));
+            }
+            if s.affinity[t].get(v as usize).copied().unwrap_or(0) <= 0 {
+                pods_exist = false;
             }
         }
-        if !pods_exist {
-            let self_match = s.affinity.is_empty() && s.affinity_terms.iter().all(|t| t.matches(pod, &NO_LABELS));
-            if !self_match {
-                return Status::unresolvable(ERR_REASON_AFFINITY)
-                    .with_detail("no pod matching every affinity term runs in this node's topology domain");
-            }
+        // With no pod matching anywhere, the first pod of a self-affine group may go anywhere.
+        let first_of_group = !s.any_affinity && s.self_match;
+        if !pods_exist && !first_of_group {
+            return Status::unresolvable(ERR_REASON_AFFINITY)
+                .with_detail("no pod matching every affinity term runs in this node's topology domain");
         }
         // 2. The pod's own required anti-affinity.
-        if !s.anti.is_empty() {
-            for t in &s.anti_terms {
-                if count(&s.anti, &t.topology_key).is_some_and(|c| c > 0) {
-                    return Status::unschedulable(ERR_REASON_ANTI_AFFINITY).with_detail_fn(|| format!(
-                        "a pod matching an anti-affinity term runs in {}={}",
-                        t.topology_key,
-                        node.labels.get(&t.topology_key).map(String::as_str).unwrap_or("")
-                    ));
+        if s.any_anti {
+            for (t, &k) in s.anti_keys.iter().enumerate() {
+                let v = value(k);
+                if v != MISSING && s.anti[t].get(v as usize).copied().unwrap_or(0) > 0 {
+                    let key = &s.keys[k as usize];
+                    return Status::unschedulable(ERR_REASON_ANTI_AFFINITY).with_detail_fn(|| {
+                        let val = node.labels.get(key).map(String::as_str).unwrap_or("");
+                        format!("a pod matching an anti-affinity term runs in {key}={val}")
+                    });
                 }
             }
         }
         // 3. Existing pods' required anti-affinity.
-        if !s.existing_anti.is_empty()
-            && let Some((k, v)) = s.existing_anti.any_label_positive(node)
-        {
-            return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY)
-                .with_detail_fn(|| format!("an existing pod's anti-affinity excludes {k}={v}"));
+        if s.any_existing {
+            for (k, counts) in s.existing.iter().enumerate() {
+                let v = value(k as u32);
+                if v != MISSING && counts.get(v as usize).copied().unwrap_or(0) > 0 {
+                    let key = &s.keys[k];
+                    return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY).with_detail_fn(|| {
+                        let val = node.labels.get(key).map(String::as_str).unwrap_or("");
+                        format!("an existing pod's anti-affinity excludes {key}={val}")
+                    });
+                }
+            }
         }
         Status::success()
     }

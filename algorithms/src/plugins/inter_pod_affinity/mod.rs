@@ -1,5 +1,6 @@
 //! InterPodAffinity: required pod affinity / anti-affinity (both directions) filter; preferred terms score.
 
+mod cache;
 mod filtering;
 mod scoring;
 #[cfg(test)]
@@ -49,6 +50,7 @@ impl Default for InterPodAffinityArgs {
 #[derive(Debug, Clone, Default)]
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
+    cache: std::sync::Arc<std::sync::Mutex<cache::AffinityCache>>,
 }
 
 impl InterPodAffinity {
@@ -57,50 +59,7 @@ impl InterPodAffinity {
         if !(0..=100).contains(&args.hard_pod_affinity_weight) {
             return Err(ArgsError::new(NAME, "hardPodAffinityWeight must be within 0..=100"));
         }
-        Ok(InterPodAffinity { args: args.clone() })
-    }
-}
-
-/// Counts per topology key, then per value (looked up by `&str`, no allocation).
-#[derive(Debug, Default)]
-pub(crate) struct TopologyCounts(rustc_hash::FxHashMap<String, rustc_hash::FxHashMap<String, i64>>);
-
-impl TopologyCounts {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.values().all(|m| m.values().all(|c| *c == 0))
-    }
-
-    /// The count for the node's value of `key`; None when the node lacks the key.
-    pub(crate) fn at(&self, key: &str, node: &NodeInfo) -> Option<i64> {
-        let v = node.labels.get(key)?;
-        Some(self.0.get(key).and_then(|m| m.get(v.as_str())).copied().unwrap_or(0))
-    }
-
-    /// Whether any of the node's labels has a positive count.
-    pub(crate) fn any_label_positive<'a>(&'a self, node: &'a NodeInfo) -> Option<(&'a str, &'a str)> {
-        for (k, values) in &self.0 {
-            if let Some(v) = node.labels.get(k)
-                && values.get(v.as_str()).is_some_and(|c| *c > 0)
-            {
-                return Some((k.as_str(), v.as_str()));
-            }
-        }
-        None
-    }
-}
-
-fn add_pair(counts: &mut TopologyCounts, key: &str, node: &NodeInfo, delta: i64) {
-    if let Some(v) = node.labels.get(key) {
-        let values = match counts.0.get_mut(key) {
-            Some(m) => m,
-            None => counts.0.entry(key.to_string()).or_default(),
-        };
-        match values.get_mut(v.as_str()) {
-            Some(c) => *c += delta,
-            None => {
-                values.insert(v.clone(), delta);
-            }
-        }
+        Ok(InterPodAffinity { args: args.clone(), cache: Default::default() })
     }
 }
 

@@ -280,3 +280,50 @@ fn namespace_selectors_of_existing_pods_match_the_incoming_namespace() {
     let snap = snapshot_with_namespaces(&nodes, &anti_pods, namespaces);
     assert_eq!(score_all(&plugin, &incoming, &snap), vec![0, 100, 100]);
 }
+
+#[test]
+fn a_long_lived_plugin_agrees_with_a_fresh_one_as_the_cluster_changes() {
+    use crate::framework::FilterPlugin;
+    use std::sync::Arc;
+
+    let nodes: Vec<core::Node> = (0..9)
+        .map(|i| {
+            node(&format!("n{i}"), &[("zone", ["z1", "z2", "z3"][i % 3]), ("kubernetes.io/hostname", &format!("n{i}"))])
+        })
+        .collect();
+    let mut snap = snapshot(&nodes, &[]);
+    let anti = PodBuilder::new("p")
+        .label("app", "web")
+        .pod_anti_affinity(term("app", "In", &["web"], "kubernetes.io/hostname"))
+        .build();
+    let aff = PodBuilder::new("q").label("app", "api").pod_affinity(term("app", "In", &["web"], "zone")).build();
+    let long_lived = InterPodAffinity::default();
+    for step in 0..12 {
+        let i = (step * 4) % nodes.len();
+        let mut n = (*snap.nodes[i]).clone();
+        let placed = if step % 2 == 0 { anti.clone() } else { aff.clone() };
+        let mut info = crate::pod_info::PodInfo::from_pod(&placed).unwrap();
+        info.name = format!("placed-{step}");
+        info.node_name = Some(n.name.clone());
+        n.add_pod(Arc::new(info));
+        snap.replace_node(i, Arc::new(n));
+        snap.refresh_pod_indexes();
+        for pod in [&anti, &aff] {
+            let info = crate::pod_info::PodInfo::from_pod(pod).unwrap();
+            let fresh = InterPodAffinity::default();
+            let a = FilterPlugin::pre_filter(&long_lived, &info, &snap);
+            let b = FilterPlugin::pre_filter(&fresh, &info, &snap);
+            assert_eq!(a.status.code, b.status.code);
+            if a.status.is_skip() {
+                continue;
+            }
+            for (k, n) in snap.nodes.iter().enumerate() {
+                assert_eq!(
+                    long_lived.filter_at(&a.state, &info, n, k),
+                    fresh.filter_at(&b.state, &info, n, k),
+                    "step {step} node {k}"
+                );
+            }
+        }
+    }
+}

@@ -104,7 +104,8 @@ impl SpreadCache {
         let slot = &mut slots[idx];
         let n = snapshot.nodes.len();
         let per = constraints.len();
-        if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n || slot.facts.per != per {
+        if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n || slot.facts.per != per
+        {
             *slot = Slot { key, epoch: snapshot.epoch, used: tick, facts: NodeFacts::default() };
             let f = &mut slot.facts;
             f.per = per;

@@ -59,8 +59,10 @@ impl FilterPlugin for PodTopologySpread {
             .zip(&present)
             .map(|(s, p)| s.iter().zip(p).filter(|(_, p)| **p).map(|(v, _)| *v).min().unwrap_or(i64::from(i32::MAX)))
             .collect();
-        let self_match =
-            constraints.iter().map(|c| i64::from(c.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels)))).collect();
+        let self_match = constraints
+            .iter()
+            .map(|c| i64::from(c.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels))))
+            .collect();
         PreFilterOutcome::run(PluginState::new(FilterState {
             self_match,
             constraints,
@@ -96,10 +98,12 @@ impl FilterPlugin for PodTopologySpread {
             let skew = here + self_match - min;
             if skew > con.max_skew {
                 let value = node.labels.get(&con.topology_key).map(String::as_str).unwrap_or("");
-                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail_fn(|| format!(
-                    "{}={} would have skew {skew} (matching pods {here}, global minimum {min}), maxSkew {}",
-                    con.topology_key, value, con.max_skew
-                ));
+                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail_fn(|| {
+                    format!(
+                        "{}={} would have skew {skew} (matching pods {here}, global minimum {min}), maxSkew {}",
+                        con.topology_key, value, con.max_skew
+                    )
+                });
             }
         }
         Status::success()

@@ -69,8 +69,7 @@ impl ScorePlugin for PodTopologySpread {
                 .iter()
                 .zip(&present)
                 .map(|(con, p)| {
-                    let size =
-                        if con.topology_key == HOSTNAME { scored } else { p.iter().filter(|x| **x).count() };
+                    let size = if con.topology_key == HOSTNAME { scored } else { p.iter().filter(|x| **x).count() };
                     (size as f64 + 2.0).ln()
                 })
                 .collect();

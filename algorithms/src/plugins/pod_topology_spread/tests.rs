@@ -289,8 +289,14 @@ fn a_long_lived_plugin_agrees_with_a_fresh_one_as_the_cluster_changes() {
         })
         .collect();
     let mut snap: Snapshot = snapshot(&nodes, &[]);
-    let hard = incoming(vec![constraint(1, "zone", "DoNotSchedule", "foo"), constraint(2, HOSTNAME, "DoNotSchedule", "foo")]).build();
-    let soft = incoming(vec![constraint(1, "zone", "ScheduleAnyway", "foo"), constraint(1, HOSTNAME, "ScheduleAnyway", "foo")]).build();
+    let hard =
+        incoming(vec![constraint(1, "zone", "DoNotSchedule", "foo"), constraint(2, HOSTNAME, "DoNotSchedule", "foo")])
+            .build();
+    let soft = incoming(vec![
+        constraint(1, "zone", "ScheduleAnyway", "foo"),
+        constraint(1, HOSTNAME, "ScheduleAnyway", "foo"),
+    ])
+    .build();
     let long_lived = PodTopologySpread::default();
     for step in 0..20 {
         // Place a matching pod on a changing node: only that node's generation moves.
@@ -309,7 +315,11 @@ fn a_long_lived_plugin_agrees_with_a_fresh_one_as_the_cluster_changes() {
                     assert!(b.status.is_skip());
                     continue;
                 }
-                assert_eq!(long_lived.filter_at(&a.state, &info, n, k), fresh.filter_at(&b.state, &info, n, k), "step {step} node {k}");
+                assert_eq!(
+                    long_lived.filter_at(&a.state, &info, n, k),
+                    fresh.filter_at(&b.state, &info, n, k),
+                    "step {step} node {k}"
+                );
             }
             let feasible: Vec<usize> = (0..snap.nodes.len()).collect();
             let sa = ScorePlugin::pre_score(&long_lived, &info, &snap, &feasible);

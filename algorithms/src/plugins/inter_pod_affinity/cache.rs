@@ -1,0 +1,183 @@
+//! Per-node inter-pod affinity facts kept across pods: for an incoming pod's labels,
+//! namespace and required terms, how many pods on each node match its affinity and
+//! anti-affinity terms, which existing pods' required anti-affinity terms select it,
+//! and each node's value of every topology key involved. Only nodes whose generation
+//! changed are recomputed; a cycle then aggregates integers.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+use rustc_hash::FxHashMap;
+
+use super::NO_LABELS;
+use crate::labels::Labels;
+use crate::pod_info::{AffinityTerm, PodInfo};
+use crate::snapshot::Snapshot;
+
+/// Value id of a node without the key.
+pub const MISSING: u32 = u32::MAX;
+const SLOTS: usize = 8;
+
+/// Facts of every node for one incoming pod shape.
+#[derive(Debug, Default)]
+pub struct Facts {
+    /// Topology keys by id.
+    pub keys: Vec<String>,
+    key_ids: FxHashMap<String, u32>,
+    /// Value ids per key.
+    value_ids: Vec<FxHashMap<String, u32>>,
+    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`].
+    pub values: Vec<Vec<u32>>,
+    /// Per node: key ids of existing pods' required anti-affinity terms that select the pod.
+    pub existing: Vec<Vec<u32>>,
+    /// Per node: pods matching every affinity term of the pod.
+    pub affinity: Vec<i64>,
+    /// `anti[i * terms + t]`: pods on node `i` matching anti-affinity term `t`.
+    pub anti: Vec<i64>,
+    /// Key ids of the pod's affinity terms and anti-affinity terms.
+    pub affinity_keys: Vec<u32>,
+    /// Key ids of the pod's anti-affinity terms.
+    pub anti_keys: Vec<u32>,
+    generations: Vec<u64>,
+}
+
+impl Facts {
+    /// Number of distinct values seen for key `k`.
+    pub fn value_count(&self, k: u32) -> usize {
+        self.value_ids.get(k as usize).map_or(0, FxHashMap::len)
+    }
+
+    fn key(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
+        if let Some(k) = self.key_ids.get(key) {
+            return *k;
+        }
+        let k = self.keys.len() as u32;
+        self.keys.push(key.to_string());
+        self.key_ids.insert(key.to_string(), k);
+        self.value_ids.push(FxHashMap::default());
+        let mut column = vec![MISSING; snapshot.nodes.len()];
+        for (i, node) in snapshot.nodes.iter().enumerate() {
+            if let Some(v) = node.labels.get(key) {
+                column[i] = intern(&mut self.value_ids[k as usize], v);
+            }
+        }
+        self.values.push(column);
+        k
+    }
+}
+
+fn intern(ids: &mut FxHashMap<String, u32>, v: &str) -> u32 {
+    if let Some(id) = ids.get(v) {
+        return *id;
+    }
+    let id = ids.len() as u32;
+    ids.insert(v.to_string(), id);
+    id
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    key: u64,
+    epoch: u64,
+    used: u64,
+    facts: Facts,
+}
+
+/// The cache a plugin instance keeps.
+#[derive(Debug, Default)]
+pub struct AffinityCache {
+    slots: Vec<Slot>,
+    tick: u64,
+}
+
+fn key_of(pod: &PodInfo, ns_labels: &Labels, affinity: &[AffinityTerm], anti: &[AffinityTerm]) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    pod.namespace.hash(&mut h);
+    pod.labels.hash(&mut h);
+    ns_labels.hash(&mut h);
+    affinity.hash(&mut h);
+    anti.hash(&mut h);
+    h.finish()
+}
+
+impl AffinityCache {
+    /// Brings the facts for this pod shape up to date with `snapshot` and passes them to `f`.
+    pub fn with_facts<R>(
+        cache: &Mutex<AffinityCache>,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        affinity: &[AffinityTerm],
+        anti: &[AffinityTerm],
+        f: impl FnOnce(&Facts) -> R,
+    ) -> R {
+        let ns_labels = snapshot.namespace_labels(&pod.namespace);
+        let key = key_of(pod, ns_labels, affinity, anti);
+        let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
+        guard.tick += 1;
+        let tick = guard.tick;
+        let slots = &mut guard.slots;
+        let idx = match slots.iter().position(|s| s.key == key) {
+            Some(i) => i,
+            None if slots.len() < SLOTS => {
+                slots.push(Slot::default());
+                slots.len() - 1
+            }
+            None => slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
+        };
+        let slot = &mut slots[idx];
+        let n = snapshot.nodes.len();
+        if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n {
+            *slot = Slot { key, epoch: snapshot.epoch, used: tick, facts: Facts::default() };
+            let fa = &mut slot.facts;
+            fa.generations = vec![0; n];
+            fa.existing = vec![Vec::new(); n];
+            fa.affinity = vec![0; n];
+            fa.anti = vec![0; n * anti.len()];
+            fa.affinity_keys = affinity.iter().map(|t| fa.key(&t.topology_key, snapshot)).collect();
+            fa.anti_keys = anti.iter().map(|t| fa.key(&t.topology_key, snapshot)).collect();
+        }
+        slot.used = tick;
+        let fa = &mut slot.facts;
+        let terms = anti.len();
+        for i in 0..n {
+            if fa.generations[i] == snapshot.generations[i] {
+                continue;
+            }
+            let node = &snapshot.nodes[i];
+            for k in 0..fa.keys.len() {
+                let v = match node.labels.get(&fa.keys[k]) {
+                    Some(v) => intern(&mut fa.value_ids[k], v),
+                    None => MISSING,
+                };
+                fa.values[k][i] = v;
+            }
+            let mut existing = Vec::new();
+            for ep in &node.pods_with_required_anti_affinity {
+                for t in &ep.required_anti_affinity {
+                    if t.matches(pod, ns_labels) {
+                        existing.push(fa.key(&t.topology_key, snapshot));
+                    }
+                }
+            }
+            fa.existing[i] = existing;
+            let mut aff = 0;
+            let mut counts = vec![0i64; terms];
+            if !affinity.is_empty() || terms > 0 {
+                for ep in &node.pods {
+                    if !affinity.is_empty() && affinity.iter().all(|t| t.matches(ep, &NO_LABELS)) {
+                        aff += 1;
+                    }
+                    for (t, term) in anti.iter().enumerate() {
+                        if term.matches(ep, &NO_LABELS) {
+                            counts[t] += 1;
+                        }
+                    }
+                }
+            }
+            fa.affinity[i] = aff;
+            fa.anti[i * terms..(i + 1) * terms].copy_from_slice(&counts);
+            fa.generations[i] = snapshot.generations[i];
+        }
+        f(fa)
+    }
+}
