@@ -181,3 +181,76 @@ impl AffinityCache {
         f(fa)
     }
 }
+
+/// Per-node score contributions (topology key, delta) for one incoming pod shape.
+#[derive(Debug, Default)]
+struct ScoreSlot {
+    key: u64,
+    epoch: u64,
+    used: u64,
+    generations: Vec<u64>,
+    contributions: Vec<Vec<(String, i64)>>,
+}
+
+/// The scoring cache a plugin instance keeps.
+#[derive(Debug, Default)]
+pub struct ScoreCache {
+    slots: Vec<ScoreSlot>,
+    tick: u64,
+}
+
+impl ScoreCache {
+    /// Refreshes changed nodes' contributions with `contribution` and sums them into
+    /// key -> value -> score.
+    pub fn aggregate(
+        &mut self,
+        key: u64,
+        snapshot: &Snapshot,
+        contribution: impl Fn(&crate::node_info::NodeInfo) -> Vec<(String, i64)>,
+    ) -> std::collections::HashMap<String, std::collections::HashMap<String, i64>> {
+        self.tick += 1;
+        let tick = self.tick;
+        let idx = match self.slots.iter().position(|s| s.key == key) {
+            Some(i) => i,
+            None if self.slots.len() < SLOTS => {
+                self.slots.push(ScoreSlot::default());
+                self.slots.len() - 1
+            }
+            None => self.slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
+        };
+        let slot = &mut self.slots[idx];
+        let n = snapshot.nodes.len();
+        if slot.key != key || slot.epoch != snapshot.epoch || slot.generations.len() != n {
+            *slot = ScoreSlot {
+                key,
+                epoch: snapshot.epoch,
+                used: tick,
+                generations: vec![0; n],
+                contributions: vec![Vec::new(); n],
+            };
+        }
+        slot.used = tick;
+        let mut topology: std::collections::HashMap<String, std::collections::HashMap<String, i64>> =
+            std::collections::HashMap::new();
+        for i in 0..n {
+            if slot.generations[i] != snapshot.generations[i] {
+                slot.contributions[i] = contribution(&snapshot.nodes[i]);
+                slot.generations[i] = snapshot.generations[i];
+            }
+            for (k, delta) in &slot.contributions[i] {
+                let Some(v) = snapshot.nodes[i].labels.get(k) else { continue };
+                let values = match topology.get_mut(k) {
+                    Some(m) => m,
+                    None => topology.entry(k.clone()).or_default(),
+                };
+                match values.get_mut(v.as_str()) {
+                    Some(c) => *c += delta,
+                    None => {
+                        values.insert(v.clone(), *delta);
+                    }
+                }
+            }
+        }
+        topology
+    }
+}

@@ -51,6 +51,7 @@ impl Default for InterPodAffinityArgs {
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
     cache: std::sync::Arc<std::sync::Mutex<cache::AffinityCache>>,
+    score_cache: std::sync::Arc<std::sync::Mutex<cache::ScoreCache>>,
 }
 
 impl InterPodAffinity {
@@ -59,7 +60,7 @@ impl InterPodAffinity {
         if !(0..=100).contains(&args.hard_pod_affinity_weight) {
             return Err(ArgsError::new(NAME, "hardPodAffinityWeight must be within 0..=100"));
         }
-        Ok(InterPodAffinity { args: args.clone(), cache: Default::default() })
+        Ok(InterPodAffinity { args: args.clone(), cache: Default::default(), score_cache: Default::default() })
     }
 }
 

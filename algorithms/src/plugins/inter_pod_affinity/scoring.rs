@@ -12,15 +12,6 @@ struct ScoreState {
     topology: HashMap<String, HashMap<String, i64>>,
 }
 
-fn bump(scores: &mut HashMap<String, HashMap<String, i64>>, key: &str, node: &NodeInfo, delta: i64) {
-    if delta == 0 {
-        return;
-    }
-    if let Some(v) = node.labels.get(key) {
-        *scores.entry(key.to_string()).or_default().entry(v.clone()).or_insert(0) += delta;
-    }
-}
-
 fn resolve_weighted(terms: &[WeightedAffinityTerm], snapshot: &Snapshot) -> Vec<WeightedAffinityTerm> {
     let plain: Vec<AffinityTerm> = terms.iter().map(|w| w.term.clone()).collect();
     resolve_namespaces(&plain, snapshot)
@@ -44,53 +35,65 @@ impl ScorePlugin for InterPodAffinity {
         let anti = resolve_weighted(&pod.preferred_anti_affinity, snapshot);
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
         let hard = self.args.hard_pod_affinity_weight;
-        let mut topology: HashMap<String, HashMap<String, i64>> = HashMap::new();
-        let mut visit = |node: &NodeInfo, ep: &PodInfo| {
+        // What one node contributes, per topology key (the node's own value of that key).
+        let contribution = |node: &NodeInfo| -> Vec<(String, i64)> {
+            let mut out: Vec<(String, i64)> = Vec::new();
             if node.labels.is_empty() {
-                return;
+                return out;
             }
-            for w in &affinity {
-                if w.term.matches(ep, &NO_LABELS) {
-                    bump(&mut topology, &w.term.topology_key, node, w.weight);
+            let mut add = |key: &str, delta: i64| {
+                if delta == 0 || !node.labels.contains_key(key) {
+                    return;
                 }
-            }
-            for w in &anti {
-                if w.term.matches(ep, &NO_LABELS) {
-                    bump(&mut topology, &w.term.topology_key, node, -w.weight);
+                match out.iter_mut().find(|(k, _)| k == key) {
+                    Some((_, d)) => *d += delta,
+                    None => out.push((key.to_string(), delta)),
                 }
-            }
-            if hard > 0 {
-                for t in &ep.required_affinity {
-                    if t.matches(pod, ns_labels) {
-                        bump(&mut topology, &t.topology_key, node, hard);
+            };
+            let pods = if has_own { &node.pods } else { &node.pods_with_affinity };
+            for ep in pods {
+                for w in &affinity {
+                    if w.term.matches(ep, &NO_LABELS) {
+                        add(&w.term.topology_key, w.weight);
+                    }
+                }
+                for w in &anti {
+                    if w.term.matches(ep, &NO_LABELS) {
+                        add(&w.term.topology_key, -w.weight);
+                    }
+                }
+                if hard > 0 {
+                    for t in &ep.required_affinity {
+                        if t.matches(pod, ns_labels) {
+                            add(&t.topology_key, hard);
+                        }
+                    }
+                }
+                for w in &ep.preferred_affinity {
+                    if w.term.matches(pod, ns_labels) {
+                        add(&w.term.topology_key, w.weight);
+                    }
+                }
+                for w in &ep.preferred_anti_affinity {
+                    if w.term.matches(pod, ns_labels) {
+                        add(&w.term.topology_key, -w.weight);
                     }
                 }
             }
-            for w in &ep.preferred_affinity {
-                if w.term.matches(pod, ns_labels) {
-                    bump(&mut topology, &w.term.topology_key, node, w.weight);
-                }
-            }
-            for w in &ep.preferred_anti_affinity {
-                if w.term.matches(pod, ns_labels) {
-                    bump(&mut topology, &w.term.topology_key, node, -w.weight);
-                }
-            }
+            out
         };
-        if has_own {
-            for node in &snapshot.nodes {
-                for ep in &node.pods {
-                    visit(node, ep);
-                }
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            (has_own, hard, &pod.namespace, &pod.labels, ns_labels).hash(&mut h);
+            for w in affinity.iter().chain(&anti) {
+                (w.weight, &w.term).hash(&mut h);
             }
-        } else {
-            for &i in &snapshot.with_affinity {
-                let node = &snapshot.nodes[i];
-                for ep in &node.pods_with_affinity {
-                    visit(node, ep);
-                }
-            }
-        }
+            affinity.len().hash(&mut h);
+            h.finish()
+        };
+        let topology =
+            self.score_cache.lock().unwrap_or_else(|e| e.into_inner()).aggregate(key, snapshot, contribution);
         if topology.is_empty() {
             return Err(Status::skip());
         }
