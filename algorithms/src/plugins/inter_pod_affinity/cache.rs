@@ -182,14 +182,65 @@ impl AffinityCache {
     }
 }
 
-/// Per-node score contributions (topology key, delta) for one incoming pod shape.
+/// Per-node score contributions for one incoming pod shape, with interned keys and values.
 #[derive(Debug, Default)]
 struct ScoreSlot {
     key: u64,
     epoch: u64,
     used: u64,
     generations: Vec<u64>,
-    contributions: Vec<Vec<(String, i64)>>,
+    /// Per node: (key id, delta) pairs.
+    contributions: Vec<Vec<(u32, i64)>>,
+    keys: Vec<String>,
+    key_ids: FxHashMap<String, u32>,
+    value_ids: Vec<FxHashMap<String, u32>>,
+    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`].
+    values: Vec<Vec<u32>>,
+}
+
+impl ScoreSlot {
+    fn key_id(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
+        if let Some(k) = self.key_ids.get(key) {
+            return *k;
+        }
+        let k = self.keys.len() as u32;
+        self.keys.push(key.to_string());
+        self.key_ids.insert(key.to_string(), k);
+        self.value_ids.push(FxHashMap::default());
+        let mut column = vec![MISSING; snapshot.nodes.len()];
+        for (i, node) in snapshot.nodes.iter().enumerate() {
+            if let Some(v) = node.labels.get(key) {
+                column[i] = intern(&mut self.value_ids[k as usize], v);
+            }
+        }
+        self.values.push(column);
+        k
+    }
+}
+
+/// Summed topology scores: `sums[k][v]` for key id `k` and value id `v`, and each node's value ids.
+#[derive(Debug, Default)]
+pub struct TopologyScores {
+    /// Dense sums by key, then value id.
+    pub sums: Vec<Vec<i64>>,
+    /// Whether any key received a contribution.
+    pub any: bool,
+    /// `values[k][i]`.
+    pub values: std::sync::Arc<Vec<Vec<u32>>>,
+}
+
+impl TopologyScores {
+    /// The raw score of node `i`: the sums of its values over every key.
+    pub fn score(&self, i: usize) -> i64 {
+        let mut total = 0;
+        for (k, sums) in self.sums.iter().enumerate() {
+            let v = self.values.get(k).and_then(|c| c.get(i)).copied().unwrap_or(MISSING);
+            if v != MISSING {
+                total += sums.get(v as usize).copied().unwrap_or(0);
+            }
+        }
+        total
+    }
 }
 
 /// The scoring cache a plugin instance keeps.
@@ -200,14 +251,14 @@ pub struct ScoreCache {
 }
 
 impl ScoreCache {
-    /// Refreshes changed nodes' contributions with `contribution` and sums them into
-    /// key -> value -> score.
+    /// Refreshes changed nodes' contributions (topology key, delta) with `contribution`
+    /// and sums them by the contributing node's value of each key.
     pub fn aggregate(
         &mut self,
         key: u64,
         snapshot: &Snapshot,
         contribution: impl Fn(&crate::node_info::NodeInfo) -> Vec<(String, i64)>,
-    ) -> std::collections::HashMap<String, std::collections::HashMap<String, i64>> {
+    ) -> TopologyScores {
         self.tick += 1;
         let tick = self.tick;
         let idx = match self.slots.iter().position(|s| s.key == key) {
@@ -224,33 +275,45 @@ impl ScoreCache {
             *slot = ScoreSlot {
                 key,
                 epoch: snapshot.epoch,
-                used: tick,
                 generations: vec![0; n],
                 contributions: vec![Vec::new(); n],
+                ..Default::default()
             };
         }
         slot.used = tick;
-        let mut topology: std::collections::HashMap<String, std::collections::HashMap<String, i64>> =
-            std::collections::HashMap::new();
         for i in 0..n {
-            if slot.generations[i] != snapshot.generations[i] {
-                slot.contributions[i] = contribution(&snapshot.nodes[i]);
-                slot.generations[i] = snapshot.generations[i];
+            if slot.generations[i] == snapshot.generations[i] {
+                continue;
             }
-            for (k, delta) in &slot.contributions[i] {
-                let Some(v) = snapshot.nodes[i].labels.get(k) else { continue };
-                let values = match topology.get_mut(k) {
-                    Some(m) => m,
-                    None => topology.entry(k.clone()).or_default(),
+            let node = &snapshot.nodes[i];
+            for k in 0..slot.keys.len() {
+                slot.values[k][i] = match node.labels.get(&slot.keys[k]) {
+                    Some(v) => intern(&mut slot.value_ids[k], v),
+                    None => MISSING,
                 };
-                match values.get_mut(v.as_str()) {
-                    Some(c) => *c += delta,
-                    None => {
-                        values.insert(v.clone(), *delta);
-                    }
+            }
+            let mut pairs = Vec::new();
+            for (k, delta) in contribution(node) {
+                pairs.push((slot.key_id(&k, snapshot), delta));
+            }
+            slot.contributions[i] = pairs;
+            slot.generations[i] = snapshot.generations[i];
+        }
+        let mut out = TopologyScores {
+            sums: slot.value_ids.iter().map(|ids| vec![0; ids.len()]).collect(),
+            any: false,
+            values: std::sync::Arc::new(Vec::new()),
+        };
+        for i in 0..n {
+            for &(k, delta) in &slot.contributions[i] {
+                let v = slot.values[k as usize][i];
+                if v != MISSING {
+                    out.sums[k as usize][v as usize] += delta;
+                    out.any = true;
                 }
             }
         }
-        topology
+        out.values = std::sync::Arc::new(slot.values.clone());
+        out
     }
 }

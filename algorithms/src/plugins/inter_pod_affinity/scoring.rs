@@ -7,9 +7,9 @@ use crate::framework::{MAX_NODE_SCORE, PluginState, ScorePlugin};
 use crate::pod_info::{PodInfo, WeightedAffinityTerm};
 use crate::status::Status;
 
-/// key -> value -> score.
 struct ScoreState {
-    topology: HashMap<String, HashMap<String, i64>>,
+    topology: super::cache::TopologyScores,
+    index: std::sync::Arc<HashMap<String, usize>>,
 }
 
 fn resolve_weighted(terms: &[WeightedAffinityTerm], snapshot: &Snapshot) -> Vec<WeightedAffinityTerm> {
@@ -94,19 +94,23 @@ impl ScorePlugin for InterPodAffinity {
         };
         let topology =
             self.score_cache.lock().unwrap_or_else(|e| e.into_inner()).aggregate(key, snapshot, contribution);
-        if topology.is_empty() {
+        if !topology.any {
             return Err(Status::skip());
         }
-        Ok(PluginState::new(ScoreState { topology }))
+        Ok(PluginState::new(ScoreState { topology, index: snapshot.index.clone() }))
     }
 
-    fn score(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
-        let Some(s) = state.get::<ScoreState>() else { return 0 };
-        s.topology.iter().filter_map(|(key, values)| node.labels.get(key).and_then(|v| values.get(v))).sum()
+    fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
+        let Some(i) = state.get::<ScoreState>().and_then(|s| s.index.get(&node.name).copied()) else { return 0 };
+        self.score_at(state, pod, node, snapshot, i)
+    }
+
+    fn score_at(&self, state: &PluginState, _: &PodInfo, _: &NodeInfo, _: &Snapshot, i: usize) -> i64 {
+        state.get::<ScoreState>().map_or(0, |s| s.topology.score(i))
     }
 
     fn normalize(&self, state: &PluginState, scores: &mut [i64]) {
-        if state.get::<ScoreState>().is_none_or(|s| s.topology.is_empty()) {
+        if state.get::<ScoreState>().is_none_or(|s| !s.topology.any) {
             return;
         }
         let min = scores.iter().copied().min().unwrap_or(0);
