@@ -11,16 +11,7 @@ workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity Sche
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2
-  json=$("$bin" simulate --workload "$w" --output json --seed 1 "$@")
-  rows+=$(python3 - "$w" "$json" <<'PY'
-import json, sys
-name, d = sys.argv[1], json.loads(sys.argv[2])
-mem = d.get("peakMemoryMib")
-print(f"| {name} | {d['nodes']} | {d['scheduled'] + d['unschedulable']} | {d['scheduled']} | "
-      f"{d['podsPerSecond']:,.0f} | {d['latencyMs']['p50']:.3f} | {d['latencyMs']['p99']:.3f} | "
-      f"{'%.0f' % mem if mem is not None else 'n/a'} |")
-PY
-)$'\n'
+  rows+=$("$bin" simulate --workload "$w" --output json --seed 1 "$@" | python3 bench/workload_row.py "$w")$'\n'
 done
 cpu=$(nproc)
 table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh $*\` on a ${cpu}-core machine; every node is evaluated for every pod.

@@ -311,11 +311,15 @@ fn run_workload(
         .map(algorithms::PodInfo::from_pod)
         .collect::<std::result::Result<Vec<_>, _>>()
         .context("failed to read the workload's initial pods")?;
+    // The generated API objects are not needed once parsed; free them before measuring memory.
+    let init_count = w.init_pods.len();
+    drop(objects);
+    drop(w.init_pods);
     let report = simulate::run_phased(profiles, parsed, init, &sim.options());
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         _ => {
-            println!("Simulated {source} ({} initial pods scheduled first, not measured).", w.init_pods.len());
+            println!("Simulated {source} ({init_count} initial pods scheduled first, not measured).");
             print!("{}", simulate::render(&report));
         }
     }
