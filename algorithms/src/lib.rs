@@ -8,6 +8,7 @@
 pub mod config;
 pub mod framework;
 pub mod labels;
+mod lru;
 pub mod node_info;
 pub mod plugins;
 pub mod pod_info;

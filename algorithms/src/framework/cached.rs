@@ -57,14 +57,8 @@ impl EquivalenceCache {
     /// The slot for a signature: its own, else a free or the least recently used one.
     fn slot(&mut self, signature: u64) -> &mut Slot {
         self.tick += 1;
-        let i = match self.slots.iter().position(|s| s.signature == Some(signature)) {
-            Some(i) => i,
-            None if self.slots.len() < SIGNATURES => {
-                self.slots.push(Slot::default());
-                self.slots.len() - 1
-            }
-            None => self.slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
-        };
+        let i =
+            crate::lru::slot_index(&mut self.slots, SIGNATURES, signature, |s| s.signature.unwrap_or(0), |s| s.used);
         let slot = &mut self.slots[i];
         slot.used = self.tick;
         slot
@@ -215,7 +209,7 @@ fn run_filters_prefix(
     node: &crate::node_info::NodeInfo,
     index: usize,
 ) -> Option<Status> {
-    let st = run_filters(profile, states, pod, node, index);
+    let st = run_filters(&profile.filters, states, pod, node, index);
     (!st.is_success()).then_some(st)
 }
 
@@ -227,13 +221,5 @@ fn run_filters_suffix(
     node: &crate::node_info::NodeInfo,
     index: usize,
 ) -> Status {
-    for (plugin, state) in profile.filters.iter().zip(states).skip(from) {
-        let Some(state) = state else { continue };
-        let mut st = plugin.filter_at(state, pod, node, index);
-        if !st.is_success() {
-            st.plugin = plugin.name();
-            return st;
-        }
-    }
-    Status::success()
+    run_filters(&profile.filters[from..], &states[from..], pod, node, index)
 }

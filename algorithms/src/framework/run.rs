@@ -129,13 +129,13 @@ pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
 }
 
 pub(crate) fn run_filters(
-    profile: &Profile,
+    filters: &[Arc<dyn super::FilterPlugin>],
     states: &[Option<PluginState>],
     pod: &PodInfo,
     node: &NodeInfo,
     index: usize,
 ) -> Status {
-    for (plugin, state) in profile.filters.iter().zip(states) {
+    for (plugin, state) in filters.iter().zip(states) {
         let Some(state) = state else { continue };
         let mut st = plugin.filter_at(state, pod, node, index);
         if !st.is_success() {
@@ -223,7 +223,7 @@ pub fn filter_candidates(
         if let Some(st) = outside_allowed(&allowed, node) {
             return st;
         }
-        run_filters(profile, &states, pod, node, i)
+        run_filters(&profile.filters, &states, pod, node, i)
     };
     let mut start = 0;
     while start < n && ev.feasible.len() < limit {

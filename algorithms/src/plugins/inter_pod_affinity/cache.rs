@@ -48,22 +48,31 @@ impl Facts {
     }
 
     fn key(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
-        if let Some(k) = self.key_ids.get(key) {
-            return *k;
-        }
-        let k = self.keys.len() as u32;
-        self.keys.push(key.to_string());
-        self.key_ids.insert(key.to_string(), k);
-        self.value_ids.push(FxHashMap::default());
-        let mut column = vec![MISSING; snapshot.nodes.len()];
-        for (i, node) in snapshot.nodes.iter().enumerate() {
-            if let Some(v) = node.labels.get(key) {
-                column[i] = intern(&mut self.value_ids[k as usize], v);
-            }
-        }
-        self.values.push(column);
-        k
+        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, &mut self.values, key, snapshot)
     }
+}
+
+/// The id of a topology key, registering it (and every node's value of it) when new.
+fn register_key(
+    keys: &mut Vec<String>,
+    key_ids: &mut FxHashMap<String, u32>,
+    value_ids: &mut Vec<FxHashMap<String, u32>>,
+    values: &mut Vec<Vec<u32>>,
+    key: &str,
+    snapshot: &Snapshot,
+) -> u32 {
+    if let Some(k) = key_ids.get(key) {
+        return *k;
+    }
+    let k = keys.len() as u32;
+    keys.push(key.to_string());
+    key_ids.insert(key.to_string(), k);
+    let mut ids = FxHashMap::default();
+    let column =
+        snapshot.nodes.iter().map(|node| node.labels.get(key).map_or(MISSING, |v| intern(&mut ids, v))).collect();
+    value_ids.push(ids);
+    values.push(column);
+    k
 }
 
 fn intern(ids: &mut FxHashMap<String, u32>, v: &str) -> u32 {
@@ -116,14 +125,7 @@ impl AffinityCache {
         guard.tick += 1;
         let tick = guard.tick;
         let slots = &mut guard.slots;
-        let idx = match slots.iter().position(|s| s.key == key) {
-            Some(i) => i,
-            None if slots.len() < SLOTS => {
-                slots.push(Slot::default());
-                slots.len() - 1
-            }
-            None => slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
-        };
+        let idx = crate::lru::slot_index(slots, SLOTS, key, |s| s.key, |s| s.used);
         let slot = &mut slots[idx];
         let n = snapshot.nodes.len();
         if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n {
@@ -200,21 +202,7 @@ struct ScoreSlot {
 
 impl ScoreSlot {
     fn key_id(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
-        if let Some(k) = self.key_ids.get(key) {
-            return *k;
-        }
-        let k = self.keys.len() as u32;
-        self.keys.push(key.to_string());
-        self.key_ids.insert(key.to_string(), k);
-        self.value_ids.push(FxHashMap::default());
-        let mut column = vec![MISSING; snapshot.nodes.len()];
-        for (i, node) in snapshot.nodes.iter().enumerate() {
-            if let Some(v) = node.labels.get(key) {
-                column[i] = intern(&mut self.value_ids[k as usize], v);
-            }
-        }
-        self.values.push(column);
-        k
+        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, &mut self.values, key, snapshot)
     }
 }
 
@@ -261,14 +249,7 @@ impl ScoreCache {
     ) -> TopologyScores {
         self.tick += 1;
         let tick = self.tick;
-        let idx = match self.slots.iter().position(|s| s.key == key) {
-            Some(i) => i,
-            None if self.slots.len() < SLOTS => {
-                self.slots.push(ScoreSlot::default());
-                self.slots.len() - 1
-            }
-            None => self.slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
-        };
+        let idx = crate::lru::slot_index(&mut self.slots, SLOTS, key, |s| s.key, |s| s.used);
         let slot = &mut self.slots[idx];
         let n = snapshot.nodes.len();
         if slot.key != key || slot.epoch != snapshot.epoch || slot.generations.len() != n {

@@ -93,14 +93,7 @@ impl SpreadCache {
         guard.tick += 1;
         let tick = guard.tick;
         let slots = &mut guard.slots;
-        let idx = match slots.iter().position(|s| s.key == key) {
-            Some(i) => i,
-            None if slots.len() < SLOTS => {
-                slots.push(Slot::default());
-                slots.len() - 1
-            }
-            None => slots.iter().enumerate().min_by_key(|(_, s)| s.used).map(|(i, _)| i).unwrap_or(0),
-        };
+        let idx = crate::lru::slot_index(slots, SLOTS, key, |s| s.key, |s| s.used);
         let slot = &mut slots[idx];
         let n = snapshot.nodes.len();
         let per = constraints.len();
