@@ -19,6 +19,8 @@ struct FilterState {
     min: Vec<i64>,
     /// Per constraint: 1 when the pod matches its own selector.
     self_match: Vec<i64>,
+    /// Per constraint, per value id: whether placing the pod there keeps the skew.
+    fits: Vec<Vec<bool>>,
     /// Node value ids, `values[i * per + c]`.
     values: Arc<Vec<u32>>,
     index: Arc<std::collections::HashMap<String, usize>>,
@@ -53,17 +55,28 @@ impl FilterPlugin for PodTopologySpread {
             }
             (sums, present, f.values.clone())
         });
-        let domains = present.iter().map(|p| p.iter().filter(|x| **x).count() as i64).collect();
-        let min = sums
-            .iter()
-            .zip(&present)
-            .map(|(s, p)| s.iter().zip(p).filter(|(_, p)| **p).map(|(v, _)| *v).min().unwrap_or(i64::from(i32::MAX)))
-            .collect();
-        let self_match = constraints
+        let domains = present.iter().map(|p| domains_of(p)).collect();
+        let min = sums.iter().zip(&present).map(|(s, p)| min_of(s, p)).collect();
+        let self_match: Vec<i64> = constraints
             .iter()
             .map(|c| i64::from(c.selector.as_ref().is_some_and(|sel| sel.matches(&pod.labels))))
             .collect();
+        // The verdict depends only on the node's domain: decide it once per domain.
+        let fits = constraints
+            .iter()
+            .enumerate()
+            .map(|(c, con)| {
+                let floor = if domains_of(&present[c]) < con.min_domains { 0 } else { min_of(&sums[c], &present[c]) };
+                (0..sums[c].len())
+                    .map(|d| {
+                        let here = if present[c][d] { sums[c][d] } else { 0 };
+                        here + self_match[c] - floor <= con.max_skew
+                    })
+                    .collect()
+            })
+            .collect();
         PreFilterOutcome::run(PluginState::new(FilterState {
+            fits,
             self_match,
             constraints,
             sums,
@@ -91,21 +104,31 @@ impl FilterPlugin for PodTopologySpread {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
                     .with_detail_fn(|| format!("node has no {:?} label", con.topology_key));
             }
-            let min = if s.domains[c] < con.min_domains { 0 } else { s.min[c] };
-            let self_match = s.self_match[c];
             let d = id as usize;
-            let here = if s.present[c].get(d).copied().unwrap_or(false) { s.sums[c][d] } else { 0 };
-            let skew = here + self_match - min;
-            if skew > con.max_skew {
-                let value = node.labels.get(&con.topology_key).map(String::as_str).unwrap_or("");
-                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail_fn(|| {
-                    format!(
-                        "{}={} would have skew {skew} (matching pods {here}, global minimum {min}), maxSkew {}",
-                        con.topology_key, value, con.max_skew
-                    )
-                });
+            if s.fits[c].get(d).copied().unwrap_or(true) {
+                continue;
             }
+            return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH).with_detail_fn(|| {
+                let min = if s.domains[c] < con.min_domains { 0 } else { s.min[c] };
+                let here = if s.present[c].get(d).copied().unwrap_or(false) { s.sums[c][d] } else { 0 };
+                let value = node.labels.get(&con.topology_key).map(String::as_str).unwrap_or("");
+                format!(
+                    "{}={} would have skew {} (matching pods {here}, global minimum {min}), maxSkew {}",
+                    con.topology_key,
+                    value,
+                    here + s.self_match[c] - min,
+                    con.max_skew
+                )
+            });
         }
         Status::success()
     }
+}
+
+fn domains_of(present: &[bool]) -> i64 {
+    present.iter().filter(|x| **x).count() as i64
+}
+
+fn min_of(sums: &[i64], present: &[bool]) -> i64 {
+    sums.iter().zip(present).filter(|(_, p)| **p).map(|(v, _)| *v).min().unwrap_or(i64::from(i32::MAX))
 }
