@@ -64,6 +64,24 @@ fn with_created(mut p: core::Pod, seq: usize) -> core::Pod {
 
 /// Builds a workload by name with the given sizes (`None` takes the defaults).
 pub fn workload(name: &str, nodes: Option<usize>, pods: Option<usize>) -> Option<Workload> {
+    let mut init_pods = Vec::new();
+    let mut measured_pods = Vec::new();
+    let mut w = generate(name, nodes, pods, |p| init_pods.push(p), |p| measured_pods.push(p))?;
+    w.init_pods = init_pods;
+    w.measured_pods = measured_pods;
+    Some(w)
+}
+
+/// Builds a workload handing each generated pod to `init` or `measured` as it is made,
+/// so that large workloads never hold every API object at once. The returned
+/// workload carries the nodes and namespaces only.
+pub fn generate(
+    name: &str,
+    nodes: Option<usize>,
+    pods: Option<usize>,
+    mut on_init: impl FnMut(core::Pod),
+    mut on_measured: impl FnMut(core::Pod),
+) -> Option<Workload> {
     let &(_, dn, di, dm) = WORKLOADS.iter().find(|(n, ..)| n.eq_ignore_ascii_case(name))?;
     let canonical = WORKLOADS.iter().find(|(n, ..)| n.eq_ignore_ascii_case(name)).map(|w| w.0)?;
     let n = nodes.unwrap_or(dn).max(1);
@@ -108,8 +126,12 @@ pub fn workload(name: &str, nodes: Option<usize>, pods: Option<usize>) -> Option
         };
         p.build()
     };
-    w.init_pods = (0..init).map(|i| with_created(make("init", i), i)).collect();
-    w.measured_pods = (0..m).map(|i| with_created(make("pod", i), init + i)).collect();
+    for i in 0..init {
+        on_init(with_created(make("init", i), i));
+    }
+    for i in 0..m {
+        on_measured(with_created(make("pod", i), init + i));
+    }
     Some(w)
 }
 

@@ -293,28 +293,40 @@ fn run_workload(
 ) -> Result<()> {
     let output = sim.output;
     let (_, profiles) = config_file::profiles(config)?;
-    let Some(w) = bench::workloads::workload(name, nodes, pods) else {
+    // Pods are parsed as they are generated, so large workloads never hold every API object.
+    let mut init: Vec<algorithms::PodInfo> = Vec::new();
+    let mut measured: Vec<algorithms::PodInfo> = Vec::new();
+    let mut bad: Option<algorithms::pod_info::PodError> = None;
+    let mut keep =
+        |list: &mut Vec<algorithms::PodInfo>, p: k8s_openapi::api::core::v1::Pod| match algorithms::PodInfo::from_pod(
+            &p,
+        ) {
+            Ok(info) => list.push(info),
+            Err(e) => bad = Some(e),
+        };
+    let mut init_sink = Vec::new();
+    let generated = bench::workloads::generate(name, nodes, pods, |p| init_sink.push(p), |p| keep(&mut measured, p));
+    let Some(w) = generated else {
         let names: Vec<&str> = bench::workloads::WORKLOADS.iter().map(|w| w.0).collect();
         bail!("unknown workload {name:?}; known: {}", names.join(", "));
     };
+    for p in init_sink {
+        keep(&mut init, p);
+    }
+    if let Some(e) = bad {
+        bail!("failed to read a generated pod: {e}");
+    }
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
-        pods: w.measured_pods,
+        pods: Vec::new(),
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
     };
     let source = format!("workload {}", w.name);
-    let parsed = cluster::parse_cluster(&objects, &source)?;
-    let init = w
-        .init_pods
-        .iter()
-        .map(algorithms::PodInfo::from_pod)
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .context("failed to read the workload's initial pods")?;
-    // The generated API objects are not needed once parsed; free them before measuring memory.
-    let init_count = w.init_pods.len();
+    let mut parsed = cluster::parse_cluster(&objects, &source)?;
+    parsed.pending = measured;
+    let init_count = init.len();
     drop(objects);
-    drop(w.init_pods);
     let report = simulate::run_phased(profiles, parsed, init, &sim.options());
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
