@@ -73,6 +73,21 @@ impl Snapshot {
         }
     }
 
+    /// Updates the affinity indexes for one node whose pods changed.
+    pub fn set_pod_flags(&mut self, i: usize) {
+        let Some(node) = self.nodes.get(i) else { return };
+        let flags = [!node.pods_with_affinity.is_empty(), !node.pods_with_required_anti_affinity.is_empty()];
+        for (list, on) in [&mut self.with_affinity, &mut self.with_required_anti_affinity].into_iter().zip(flags) {
+            match (list.binary_search(&i), on) {
+                (Err(at), true) => list.insert(at, i),
+                (Ok(at), false) => {
+                    list.remove(at);
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Recomputes how many nodes hold each image.
     pub fn refresh_images(&mut self) {
         self.epoch = crate::node_info::next_generation();

@@ -261,18 +261,12 @@ impl Cache {
             refreshed = self.nodes.len();
             self.images_changed = false;
         } else {
-            let mut affinity_changed = false;
             for &i in &self.dirty {
-                let (Some(old), Some(new)) = (snap.nodes.get(i), self.nodes.get(i)) else { continue };
-                affinity_changed |= old.pods_with_affinity.is_empty() != new.pods_with_affinity.is_empty()
-                    || old.pods_with_required_anti_affinity.is_empty()
-                        != new.pods_with_required_anti_affinity.is_empty();
+                let Some(new) = self.nodes.get(i) else { continue };
                 snap.replace_node(i, new.clone());
+                snap.set_pod_flags(i);
             }
             refreshed = self.dirty.len();
-            if affinity_changed {
-                snap.refresh_pod_indexes();
-            }
             if self.images_changed {
                 snap.refresh_images();
                 self.images_changed = false;

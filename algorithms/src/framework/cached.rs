@@ -165,12 +165,25 @@ pub fn evaluate_cached(
         let statuses = map_nodes(passed.len(), |k| {
             run_filters_suffix(profile, &fstates, local_filters, pod, &snapshot.nodes[passed[k]], passed[k])
         });
+        // Rejections without detail are alike across nodes: share one allocation each.
+        let mut shared: Vec<Arc<Status>> = Vec::new();
         for (k, st) in statuses.into_iter().enumerate() {
             match st.code {
                 Code::Success => ev.feasible.push(passed[k]),
                 Code::Error => {
                     ev.error = Some(st);
                     return ev;
+                }
+                _ if st.detail.is_none() => {
+                    let arc = match shared.iter().find(|s| ***s == st) {
+                        Some(s) => s.clone(),
+                        None => {
+                            let s = Arc::new(st);
+                            shared.push(s.clone());
+                            s
+                        }
+                    };
+                    ev.rejected.push((passed[k], arc));
                 }
                 _ => ev.rejected.push((passed[k], Arc::new(st))),
             }
