@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
-use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
+use algorithms::{PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
@@ -83,13 +83,6 @@ impl Engine {
     pub fn snapshot(&mut self) -> &Snapshot {
         self.cache.update_snapshot(&mut self.snapshot);
         &self.snapshot
-    }
-
-    /// Runs the framework for a pod without changing anything.
-    pub fn evaluate(&mut self, pod: &PodInfo, opts: EvaluateOptions) -> Option<Evaluation> {
-        self.cache.update_snapshot(&mut self.snapshot);
-        let profile = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name)?;
-        Some(evaluate(profile, pod, &self.snapshot, &mut self.rng, opts))
     }
 
     /// Schedules the next pod from the queue, if one is ready at `now`.

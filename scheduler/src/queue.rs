@@ -262,11 +262,6 @@ impl SchedulingQueue {
     pub fn unschedulable_keys(&self) -> Vec<String> {
         self.unschedulable.keys().cloned().collect()
     }
-
-    /// The queued record of a pod.
-    pub fn get(&self, key: &str) -> Option<&QueuedPod> {
-        self.pods.get(key)
-    }
 }
 
 #[cfg(test)]

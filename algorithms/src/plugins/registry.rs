@@ -70,11 +70,6 @@ pub fn has_score(name: &str) -> bool {
     DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
 }
 
-/// The default weight of a score plugin.
-pub fn default_weight(name: &str) -> i64 {
-    DEFAULT_SCORES.iter().find(|(n, _)| *n == name).map(|(_, w)| *w).unwrap_or(1)
-}
-
 /// A plugin built from its args, shared by its filter and score roles.
 #[derive(Clone)]
 pub struct Built {
