@@ -4,6 +4,11 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
+use smallvec::{SmallVec, smallvec};
+
+/// A status's reasons. Almost every status has exactly one, kept inline: rejecting a
+/// node allocates nothing.
+pub type Reasons = SmallVec<[Cow<'static, str>; 1]>;
 
 static DETAILS: AtomicBool = AtomicBool::new(true);
 
@@ -53,7 +58,7 @@ pub struct Status {
     /// The code.
     pub code: Code,
     /// Reasons, exactly as kube-scheduler words them.
-    pub reasons: Vec<Cow<'static, str>>,
+    pub reasons: Reasons,
     /// Extra detail for people (which taint, how much is missing).
     pub detail: Option<String>,
     /// The plugin that returned it (set by the framework).
@@ -62,17 +67,17 @@ pub struct Status {
 
 impl Status {
     fn with_code(code: Code, reason: impl Into<Cow<'static, str>>) -> Self {
-        Status { code, reasons: vec![reason.into()], detail: None, plugin: "" }
+        Status { code, reasons: smallvec![reason.into()], detail: None, plugin: "" }
     }
 
     /// Success.
     pub const fn success() -> Self {
-        Status { code: Code::Success, reasons: Vec::new(), detail: None, plugin: "" }
+        Status { code: Code::Success, reasons: SmallVec::new_const(), detail: None, plugin: "" }
     }
 
     /// Skip: the plugin has nothing to check or score for this pod.
     pub const fn skip() -> Self {
-        Status { code: Code::Skip, reasons: Vec::new(), detail: None, plugin: "" }
+        Status { code: Code::Skip, reasons: SmallVec::new_const(), detail: None, plugin: "" }
     }
 
     /// Unschedulable with one reason.

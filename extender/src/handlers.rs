@@ -1,6 +1,6 @@
 //! The verbs, as plain functions from request to response (the router wraps them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use algorithms::framework::{Evaluation, filter_candidates, score_nodes};
@@ -102,8 +102,8 @@ pub fn filter(ext: &Extender, args: ExtenderArgs) -> Result<ExtenderFilterResult
         result.error = format!("running {} plugin failed: {}", err.plugin, err.message());
         return Ok(result);
     }
-    for (i, st) in &ev.rejected {
-        let name = c.snapshot.nodes[*i].name.clone();
+    for (i, st) in ev.rejected.iter() {
+        let name = c.snapshot.nodes[i].name.clone();
         let target = if st.code == Code::UnschedulableAndUnresolvable {
             &mut result.failed_and_unresolvable_nodes
         } else {
@@ -111,7 +111,7 @@ pub fn filter(ext: &Extender, args: ExtenderArgs) -> Result<ExtenderFilterResult
         };
         target.insert(name, st.message());
     }
-    let passed: Vec<&str> = ev.feasible.iter().map(|&i| c.snapshot.nodes[i].name.as_str()).collect();
+    let passed: HashSet<&str> = ev.feasible.iter().map(|&i| c.snapshot.nodes[i].name.as_str()).collect();
     match &args.nodes {
         Some(list) => {
             let items = list
@@ -122,7 +122,9 @@ pub fn filter(ext: &Extender, args: ExtenderArgs) -> Result<ExtenderFilterResult
                 .collect();
             result.nodes = Some(NodeList { metadata: list.metadata.clone(), items });
         }
-        None => result.node_names = Some(passed.iter().map(|s| s.to_string()).collect()),
+        None => {
+            result.node_names = Some(ev.feasible.iter().map(|&i| c.snapshot.nodes[i].name.clone()).collect());
+        }
     }
     Ok(result)
 }

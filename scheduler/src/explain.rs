@@ -67,7 +67,7 @@ pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64)
                 reasons: st.reasons.iter().map(|r| r.to_string()).collect(),
                 detail: st.detail.clone(),
             };
-            (name(*i), f)
+            (name(i), f)
         })
         .collect();
     let mut scores = BTreeMap::new();

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use algorithms::framework::on_pool;
 use algorithms::{PodInfo, Profile};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -179,7 +180,7 @@ pub fn run_phased(
             engine.queue.add(Arc::new(pod), clock);
         }
     }
-    drain(&mut engine, &mut clock, None);
+    on_pool(|| drain(&mut engine, &mut clock, None));
     for key in engine.queue.unschedulable_keys() {
         // Initial pods that fit nowhere stay out of the measured phase.
         engine.queue.delete(&key);
@@ -198,7 +199,7 @@ pub fn run_phased(
         None
     };
     let started = Instant::now();
-    let mut d = drain(&mut engine, &mut clock, bar.as_ref());
+    let mut d = on_pool(|| drain(&mut engine, &mut clock, bar.as_ref()));
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();

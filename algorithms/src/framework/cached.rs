@@ -9,18 +9,16 @@
 //! normalization and selection always run over fresh totals, so the result is the
 //! one the plain path computes.
 
-use std::sync::Arc;
-
 use rand::Rng;
 
 use super::run::{
-    EvaluateOptions, Evaluation, finish_scores, nodes_to_find, outside_allowed, pre_filter_all, pre_score_all,
-    raw_scores, run_filters, select_host,
+    EvaluateOptions, Evaluation, filter_list, finish_scores, nodes_to_find, outside_allowed, pre_filter_all,
+    pre_score_all, raw_scores, run_filters, select_host,
 };
-use super::{PluginState, Profile, map_nodes};
+use super::{PluginState, Profile, Rejections, map_nodes};
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
-use crate::status::{Code, Status};
+use crate::status::Status;
 
 /// How many pod signatures one profile keeps results for.
 const SIGNATURES: usize = 8;
@@ -41,11 +39,13 @@ struct Slot {
     epoch: u64,
     /// Each node's generation when its entry was computed (0: never).
     generations: Vec<u64>,
-    /// The first failing node-local filter, or None when they all pass.
-    statuses: Vec<Option<Arc<Status>>>,
-    /// Raw scores: `raw[i * stride + p]` for node `i` and score plugin `p`.
-    raw: Vec<i64>,
-    stride: usize,
+    /// Per node: 0 when every node-local filter passes, else 1 + the index of the first
+    /// failing one's status in `statuses`.
+    verdicts: Vec<u32>,
+    /// Distinct statuses of the node-local filters.
+    statuses: Rejections,
+    /// Raw scores by score plugin, then node: `raw[p][i]`.
+    raw: Vec<Vec<i64>>,
 }
 
 impl EquivalenceCache {
@@ -104,19 +104,21 @@ pub fn evaluate_cached(
         }
     }
 
-    let stride = profile.scores.len();
+    let plugins = profile.scores.len();
     let cache = cache.slot(pod.signature);
     if cache.signature != Some(pod.signature)
         || cache.epoch != snapshot.epoch
         || cache.generations.len() != n
-        || cache.stride != stride
+        || cache.raw.len() != plugins
+        // Statuses with details are never shared; start over before they pile up.
+        || cache.statuses.statuses().len() > 2 * n + 64
     {
         cache.signature = Some(pod.signature);
         cache.epoch = snapshot.epoch;
-        cache.stride = stride;
         cache.generations = vec![0; n];
-        cache.statuses = vec![None; n];
-        cache.raw = vec![0; n * stride];
+        cache.verdicts = vec![0; n];
+        cache.statuses = Rejections::new();
+        cache.raw = vec![vec![0; n]; plugins];
     }
     let stale: Vec<usize> = cache
         .generations
@@ -138,57 +140,48 @@ pub fn evaluate_cached(
                 }
             }
         }
-        (node.generation, st.map(Arc::new), raw)
+        (node.generation, st, raw)
     });
     for (k, (generation, st, raw)) in fresh.into_iter().enumerate() {
         let i = stale[k];
         cache.generations[i] = generation;
-        cache.statuses[i] = st;
-        cache.raw[i * stride..(i + 1) * stride].copy_from_slice(&raw[..stride]);
+        cache.verdicts[i] = st.map_or(0, |st| cache.statuses.intern(st) + 1);
+        for (p, column) in cache.raw.iter_mut().enumerate() {
+            column[i] = raw[p];
+        }
     }
 
     // Filter: cached verdicts, then the remaining filters for nodes that passed them.
     let rest_active = fstates[local_filters..].iter().any(Option::is_some);
     let mut passed: Vec<usize> = Vec::with_capacity(n);
-    for (i, status) in cache.statuses.iter().enumerate() {
+    // The slot's status k is this attempt's status `mapped[k]` once a node used it.
+    let mut mapped = vec![u32::MAX; cache.statuses.statuses().len()];
+    for (i, &verdict) in cache.verdicts.iter().enumerate() {
         if allowed.is_some()
             && let Some(st) = outside_allowed(&allowed, &snapshot.nodes[i])
         {
-            ev.rejected.push((i, Arc::new(st)));
-        } else if let Some(st) = status {
-            ev.rejected.push((i, st.clone()));
-        } else {
+            ev.rejected.push(i, st);
+        } else if verdict == 0 {
             passed.push(i);
+        } else {
+            let k = (verdict - 1) as usize;
+            if mapped[k] == u32::MAX {
+                mapped[k] = ev.rejected.intern(cache.statuses.statuses()[k].clone());
+            }
+            ev.rejected.push_interned(i, mapped[k]);
         }
     }
     if rest_active {
-        let statuses = map_nodes(passed.len(), |k| {
-            run_filters_suffix(profile, &fstates, local_filters, pod, &snapshot.nodes[passed[k]], passed[k])
+        let found = filter_list(passed.len(), &|k| passed[k], &|i| {
+            run_filters_suffix(profile, &fstates, local_filters, pod, &snapshot.nodes[i], i)
         });
-        // Rejections without detail are alike across nodes: share one allocation each.
-        let mut shared: Vec<Arc<Status>> = Vec::new();
-        for (k, st) in statuses.into_iter().enumerate() {
-            match st.code {
-                Code::Success => ev.feasible.push(passed[k]),
-                Code::Error => {
-                    ev.error = Some(st);
-                    return ev;
-                }
-                _ if st.detail.is_none() => {
-                    let arc = match shared.iter().find(|s| ***s == st) {
-                        Some(s) => s.clone(),
-                        None => {
-                            let s = Arc::new(st);
-                            shared.push(s.clone());
-                            s
-                        }
-                    };
-                    ev.rejected.push((passed[k], arc));
-                }
-                _ => ev.rejected.push((passed[k], Arc::new(st))),
-            }
+        if let Some(e) = found.error {
+            ev.error = Some(e);
+            return ev;
         }
-        ev.rejected.sort_by_key(|(i, _)| *i);
+        ev.feasible = found.feasible;
+        ev.rejected.append(found.rejected);
+        ev.rejected.sort_by_node();
     } else {
         ev.feasible = passed;
     }
@@ -207,7 +200,9 @@ pub fn evaluate_cached(
     let mut raw = raw_scores(profile, pod, snapshot, &ev.feasible, &states, &others);
     for &p in &local_scores {
         if states[p].is_some() {
-            raw[p] = ev.feasible.iter().map(|&i| cache.raw[i * stride + p]).collect();
+            let column = &cache.raw[p];
+            raw[p] =
+                if ev.feasible.len() == n { column.clone() } else { ev.feasible.iter().map(|&i| column[i]).collect() };
         }
     }
     finish_scores(profile, &states, raw, &mut ev);

@@ -3,6 +3,7 @@
 mod cached;
 mod normalize;
 mod parallel;
+mod rejections;
 mod run;
 
 use std::any::Any;
@@ -11,7 +12,8 @@ use std::sync::Arc;
 
 pub use cached::{EquivalenceCache, evaluate_cached};
 pub use normalize::default_normalize;
-pub use parallel::map_nodes;
+pub use parallel::{fold_chunks, map_nodes, on_pool};
+pub use rejections::Rejections;
 pub use run::{
     EvaluateOptions, Evaluation, FitSummary, PluginScores, evaluate, filter_candidates, filter_nodes, nodes_to_find,
     score_nodes, select_host,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::{PluginState, Profile, map_nodes};
+use super::{PluginState, Profile, Rejections, fold_chunks};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
@@ -35,7 +35,7 @@ pub struct Evaluation {
     /// A PreFilter that rejected the pod on every node.
     pub prefilter_rejection: Option<Status>,
     /// Rejected nodes (index into the snapshot) with their first failing filter's status.
-    pub rejected: Vec<(usize, Arc<Status>)>,
+    pub rejected: Rejections,
     /// Feasible nodes (indexes into the snapshot).
     pub feasible: Vec<usize>,
     /// Per-plugin scores over the feasible nodes.
@@ -90,7 +90,7 @@ impl Evaluation {
             return None;
         }
         let mut reasons = BTreeMap::new();
-        for (_, st) in &self.rejected {
+        for (_, st) in self.rejected.iter() {
             for r in &st.reasons {
                 *reasons.entry(r.to_string()).or_insert(0) += 1;
             }
@@ -172,8 +172,7 @@ pub(crate) fn pre_filter_all(
                 return None;
             }
             Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
-                let shared = Arc::new(out.status.clone());
-                ev.rejected = (0..n).map(|k| (node_at(k), shared.clone())).collect();
+                ev.rejected = Rejections::all((0..n).map(node_at), out.status.clone());
                 ev.prefilter_rejection = Some(out.status);
                 return None;
             }
@@ -197,6 +196,48 @@ pub(crate) fn outside_allowed(allowed: &Allowed, node: &NodeInfo) -> Option<Stat
     let mut st = Status::unresolvable(FILTERED_BY_PREFILTER.replace("{}", plugin));
     st.plugin = plugin;
     Some(st)
+}
+
+/// What filtering a list of nodes found.
+#[derive(Default)]
+pub(crate) struct Filtered {
+    /// Nodes that passed, in list order.
+    pub feasible: Vec<usize>,
+    /// Nodes that were rejected.
+    pub rejected: Rejections,
+    /// The first internal error.
+    pub error: Option<Status>,
+}
+
+/// Judges `count` nodes, the k-th being `node_at(k)`, with `check` in parallel chunks.
+/// Only rejections produce a status: a passing node costs one index.
+pub(crate) fn filter_list(
+    count: usize,
+    node_at: &(dyn Fn(usize) -> usize + Sync),
+    check: &(dyn Fn(usize) -> Status + Sync),
+) -> Filtered {
+    let chunks = fold_chunks(count, Filtered::default, |acc, k| {
+        let i = node_at(k);
+        let st = check(i);
+        match st.code {
+            Code::Success => acc.feasible.push(i),
+            Code::Error => {
+                if acc.error.is_none() {
+                    acc.error = Some(st);
+                }
+            }
+            _ => acc.rejected.push(i, st),
+        }
+    });
+    let mut out = Filtered::default();
+    for c in chunks {
+        if out.error.is_none() {
+            out.error = c.error;
+        }
+        out.feasible.extend(c.feasible);
+        out.rejected.append(c.rejected);
+    }
+    out
 }
 
 /// Runs PreFilter and Filter over every node: fills `rejected`, `feasible`, `prefilter_rejection` and `error`.
@@ -228,19 +269,14 @@ pub fn filter_candidates(
     let mut start = 0;
     while start < n && ev.feasible.len() < limit {
         let end = if limit >= n { n } else { (start + (limit - ev.feasible.len()).max(64)).min(n) };
-        let statuses = map_nodes(end - start, |k| check(node_at(start + k)));
-        for (k, st) in statuses.into_iter().enumerate() {
-            let i = node_at(start + k);
-            match st.code {
-                Code::Success if ev.feasible.len() < limit => ev.feasible.push(i),
-                Code::Success => {}
-                Code::Error => {
-                    ev.error = Some(st);
-                    return ev;
-                }
-                _ => ev.rejected.push((i, Arc::new(st))),
-            }
+        let found = filter_list(end - start, &|k| node_at(start + k), &check);
+        if let Some(e) = found.error {
+            ev.error = Some(e);
+            return ev;
         }
+        let room = limit - ev.feasible.len();
+        ev.feasible.extend(found.feasible.into_iter().take(room));
+        ev.rejected.append(found.rejected);
         start = end;
     }
     ev
@@ -302,10 +338,8 @@ pub(crate) fn pre_score_all(
     Ok(states)
 }
 
-/// Most score plugins one fused pass handles without allocating per node.
-const FUSED: usize = 16;
-
-/// Raw scores of the plugins in `which` over the feasible nodes, in one parallel pass.
+/// Raw scores of the plugins in `which` over the feasible nodes, in one parallel pass
+/// that writes each plugin's column directly.
 pub(crate) fn raw_scores(
     profile: &Profile,
     pod: &PodInfo,
@@ -315,34 +349,28 @@ pub(crate) fn raw_scores(
     which: &[usize],
 ) -> Vec<Vec<i64>> {
     let mut out: Vec<Vec<i64>> = vec![Vec::new(); profile.scores.len()];
-    if which.is_empty() {
+    let active: Vec<(usize, &PluginState)> =
+        which.iter().filter_map(|&p| states[p].as_ref().map(|state| (p, state))).collect();
+    if active.is_empty() {
         return out;
     }
-    if which.len() <= FUSED {
-        let rows = map_nodes(feasible.len(), |k| {
+    let chunks = fold_chunks(
+        feasible.len(),
+        || vec![Vec::new(); active.len()],
+        |cols: &mut Vec<Vec<i64>>, k| {
             let i = feasible[k];
             let node = &snapshot.nodes[i];
-            let mut row = [0i64; FUSED];
-            for (slot, &p) in which.iter().enumerate() {
-                if let Some(state) = &states[p] {
-                    row[slot] = profile.scores[p].plugin.score_at(state, pod, node, snapshot, i);
-                }
+            for (col, &(p, state)) in cols.iter_mut().zip(&active) {
+                col.push(profile.scores[p].plugin.score_at(state, pod, node, snapshot, i));
             }
-            row
-        });
-        for (slot, &p) in which.iter().enumerate() {
-            out[p] = rows.iter().map(|r| r[slot]).collect();
+        },
+    );
+    for (slot, &(p, _)) in active.iter().enumerate() {
+        let mut column = Vec::with_capacity(feasible.len());
+        for c in &chunks {
+            column.extend_from_slice(&c[slot]);
         }
-    } else {
-        for &p in which {
-            if let Some(state) = &states[p] {
-                let plugin = &profile.scores[p].plugin;
-                out[p] = map_nodes(feasible.len(), |k| {
-                    let i = feasible[k];
-                    plugin.score_at(state, pod, &snapshot.nodes[i], snapshot, i)
-                });
-            }
-        }
+        out[p] = column;
     }
     out
 }
@@ -381,24 +409,14 @@ fn score(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluat
     finish_scores(profile, &states, raw, ev);
 }
 
-/// Picks the node with the highest total, breaking ties uniformly at random
-/// (reservoir sampling over the tied nodes, as kube-scheduler does).
+/// Picks the node with the highest total, breaking ties uniformly at random among the
+/// tied nodes, as kube-scheduler does.
 pub fn select_host(feasible: &[usize], totals: &[i64], rng: &mut impl Rng) -> Option<usize> {
-    let mut best = 0usize;
-    let mut ties = 0u32;
-    for (k, &t) in totals.iter().enumerate() {
-        let cur = totals.get(best).copied().unwrap_or(i64::MIN);
-        if k == 0 || t > cur {
-            best = k;
-            ties = 1;
-        } else if t == cur {
-            ties += 1;
-            if rng.random_range(0..ties) == 0 {
-                best = k;
-            }
-        }
-    }
-    feasible.get(best).copied()
+    let best = totals.iter().copied().max()?;
+    let ties = totals.iter().filter(|t| **t == best).count();
+    let pick = if ties > 1 { rng.random_range(0..ties) } else { 0 };
+    let k = totals.iter().enumerate().filter(|(_, t)| **t == best).nth(pick).map(|(k, _)| k)?;
+    feasible.get(k).copied()
 }
 
 #[cfg(test)]

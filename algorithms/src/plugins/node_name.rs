@@ -60,7 +60,7 @@ mod tests {
             let st = filter_one(&NodeName, &pod, &node, &[]);
             assert_eq!(st.code, code, "{name}");
             if code != Code::Success {
-                assert_eq!(st.reasons, vec![ERR_REASON], "{name}");
+                assert_eq!(st.reasons.as_slice(), [ERR_REASON], "{name}");
             }
         }
     }

@@ -72,7 +72,7 @@ mod tests {
             let st = filter_one(&NodePorts, &pod_with(&want).build(), &node, &[existing]);
             assert_eq!(st.code, code, "{name}");
             if code != Code::Success {
-                assert_eq!(st.reasons, vec![ERR_REASON]);
+                assert_eq!(st.reasons.as_slice(), [ERR_REASON]);
             }
         }
     }

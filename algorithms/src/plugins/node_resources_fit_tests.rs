@@ -152,7 +152,7 @@ fn too_many_pods_applies_even_without_requests() {
     let st =
         filter_one(&NodeResourcesFit::default(), &PodBuilder::new("p").no_containers().build(), &node, &[used("", "")]);
     assert_eq!(st.code, Code::Unschedulable);
-    assert_eq!(st.reasons, vec![ERR_REASON_TOO_MANY_PODS]);
+    assert_eq!(st.reasons.as_slice(), [ERR_REASON_TOO_MANY_PODS]);
 }
 
 #[test]
@@ -168,7 +168,7 @@ fn overhead_counts_toward_fit() {
         );
     }
     let st = filter_one(&NodeResourcesFit::default(), &pod, &fit_node(), &[used("5m", "5")]);
-    assert_eq!(st.reasons, vec!["Insufficient memory"]);
+    assert_eq!(st.reasons.as_slice(), ["Insufficient memory"]);
 }
 
 fn on(node: &str, pod: PodBuilder) -> core::Pod {

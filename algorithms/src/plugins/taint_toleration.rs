@@ -141,7 +141,7 @@ mod tests {
             let st = filter_one(&TaintToleration, &pod.build(), &node.build(), &[]);
             assert_eq!(st.code, code, "{name}");
             if code != Code::Success {
-                assert_eq!(st.reasons, vec![ERR_REASON_NOT_MATCH], "{name}");
+                assert_eq!(st.reasons.as_slice(), [ERR_REASON_NOT_MATCH], "{name}");
             }
         }
     }

@@ -223,7 +223,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let sched_shared = shared.clone();
     let cycle_thread = std::thread::Builder::new()
         .name("scheduling-cycle".into())
-        .spawn(move || scheduling_loop(sched_shared, work_tx))
+        // The loop runs on a worker of the scheduling pool so its parallel sections hand
+        // nothing over between threads.
+        .spawn(move || algorithms::framework::on_pool(move || scheduling_loop(sched_shared, work_tx)))
         .map_err(|e| RunError::Client(format!("failed to start the scheduling thread: {e}")))?;
 
     let reporter = Arc::new(events::Reporter::new(client.clone(), shared.clone(), "custom-scheduler", &opts.identity));

@@ -106,7 +106,7 @@ fn filter_single_node_table() {
         let st = filter_all(&InterPodAffinity::default(), &pod, &snap).remove(0);
         assert_eq!(st.code, code, "{name}");
         if !reason.is_empty() {
-            assert_eq!(st.reasons, vec![reason], "{name}");
+            assert_eq!(st.reasons.as_slice(), [reason], "{name}");
         }
     }
 }

@@ -100,7 +100,7 @@ fn filter_table() {
         let st = filter_all(&plugin, &pod.build(), &snap).remove(0);
         assert_eq!(st.code, code, "{name}");
         if code != Code::Success {
-            assert_eq!(st.reasons, vec![ERR_REASON_POD], "{name}");
+            assert_eq!(st.reasons.as_slice(), [ERR_REASON_POD], "{name}");
         }
     }
 }
@@ -121,7 +121,7 @@ fn prefilter_narrows_nodes_by_name_fields() {
     let conflict = PodBuilder::new("p").required_node_affinity(vec![name_term(&["node1", "node2"])]).info();
     let out = FilterPlugin::pre_filter(&plugin, &conflict, &snap);
     assert_eq!(out.status.code, Code::UnschedulableAndUnresolvable);
-    assert_eq!(out.status.reasons, vec![ERR_REASON_CONFLICT]);
+    assert_eq!(out.status.reasons.as_slice(), [ERR_REASON_CONFLICT]);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn added_affinity_is_enforced_first() {
     let snap = snapshot(&[NodeBuilder::new("a").label("pool", "batch").build(), NodeBuilder::new("b").build()], &[]);
     let st = filter_all(&plugin, &PodBuilder::new("p").build(), &snap);
     assert!(st[0].is_success());
-    assert_eq!(st[1].reasons, vec![ERR_REASON_ENFORCED]);
+    assert_eq!(st[1].reasons.as_slice(), [ERR_REASON_ENFORCED]);
 }
 
 #[test]
