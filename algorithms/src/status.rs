@@ -53,7 +53,7 @@ impl Code {
 }
 
 /// A plugin result.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Status {
     /// The code.
     pub code: Code,

@@ -4,11 +4,9 @@
 //! reasons, so the statuses are kept once each and a rejected node costs one entry
 //! of two integers.
 
-use crate::status::Status;
+use rustc_hash::FxHashMap;
 
-/// How many of the most recent distinct statuses a new one is compared with before it
-/// is kept as a new distinct status.
-const LOOKBACK: usize = 8;
+use crate::status::Status;
 
 /// Rejected nodes (indexes into the snapshot) with their statuses, in the order pushed.
 #[derive(Debug, Clone, Default)]
@@ -17,6 +15,10 @@ pub struct Rejections {
     statuses: Vec<Status>,
     /// (node index, index into `statuses`).
     nodes: Vec<(u32, u32)>,
+    /// Index of each distinct status without a detail.
+    index: FxHashMap<Status, u32>,
+    /// The status interned last: neighbouring nodes are mostly rejected alike.
+    last: Option<u32>,
 }
 
 impl Rejections {
@@ -28,20 +30,34 @@ impl Rejections {
     /// Every node of `nodes` rejected with `status`.
     pub fn all(nodes: impl IntoIterator<Item = usize>, status: Status) -> Self {
         let nodes = nodes.into_iter().map(|i| (i as u32, 0)).collect();
-        Rejections { statuses: vec![status], nodes }
+        let mut r = Rejections { nodes, ..Default::default() };
+        r.intern(status);
+        r
     }
 
     /// The index of `status` among the distinct statuses, adding it when it is new.
     /// Statuses with a detail are always kept apart: the detail names the node.
     pub fn intern(&mut self, status: Status) -> u32 {
-        if status.detail.is_none() {
-            let from = self.statuses.len().saturating_sub(LOOKBACK);
-            if let Some(k) = self.statuses[from..].iter().rposition(|s| *s == status) {
-                return (from + k) as u32;
-            }
+        if status.detail.is_some() {
+            self.statuses.push(status);
+            return (self.statuses.len() - 1) as u32;
         }
-        self.statuses.push(status);
-        (self.statuses.len() - 1) as u32
+        if let Some(k) = self.last
+            && self.statuses[k as usize] == status
+        {
+            return k;
+        }
+        let k = match self.index.get(&status) {
+            Some(&k) => k,
+            None => {
+                let k = self.statuses.len() as u32;
+                self.index.insert(status.clone(), k);
+                self.statuses.push(status);
+                k
+            }
+        };
+        self.last = Some(k);
+        k
     }
 
     /// Records `node` as rejected with `status`.

@@ -1,5 +1,7 @@
 //! NodeResourcesFit: the node must have room for the pod's requests; scores by a strategy.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
@@ -170,14 +172,25 @@ fn checked_shape(shape: &[UtilizationShapePoint]) -> Result<Vec<ShapePoint>, Arg
 
 /// One resource the node lacks.
 struct Shortfall {
-    reason: String,
+    reason: Cow<'static, str>,
     detail: String,
     unresolvable: bool,
 }
 
+/// "Insufficient <resource>", without allocating for the common resources.
+fn insufficient(name: &str) -> Cow<'static, str> {
+    match name {
+        "cpu" => Cow::Borrowed("Insufficient cpu"),
+        "memory" => Cow::Borrowed("Insufficient memory"),
+        "ephemeral-storage" => Cow::Borrowed("Insufficient ephemeral-storage"),
+        "pods" => Cow::Borrowed("Insufficient pods"),
+        _ => Cow::Owned(format!("Insufficient {name}")),
+    }
+}
+
 fn shortfall(name: &str, want: i64, alloc: i64, used: i64) -> Option<Shortfall> {
     (want > 0 && want > alloc - used).then(|| Shortfall {
-        reason: format!("Insufficient {name}"),
+        reason: insufficient(name),
         detail: if crate::status::details_enabled() {
             format!(
                 "{name}: requested {}, {} free of {} allocatable",
@@ -233,13 +246,9 @@ impl FilterPlugin for NodeResourcesFit {
         }
         let code =
             if short.iter().any(|s| s.unresolvable) { Code::UnschedulableAndUnresolvable } else { Code::Unschedulable };
-        let detail = short.iter().map(|s| s.detail.as_str()).collect::<Vec<_>>().join("; ");
-        Status {
-            code,
-            reasons: short.into_iter().map(|s| s.reason.into()).collect(),
-            detail: Some(detail),
-            plugin: NAME,
-        }
+        let detail = crate::status::details_enabled()
+            .then(|| short.iter().map(|s| s.detail.as_str()).collect::<Vec<_>>().join("; "));
+        Status { code, reasons: short.into_iter().map(|s| s.reason).collect(), detail, plugin: NAME }
     }
 }
 

@@ -34,7 +34,7 @@ impl FilterPlugin for NodeUnschedulable {
         if pod.tolerations.iter().any(|t| t.tolerates(&taint)) {
             return Status::success();
         }
-        Status::unresolvable(ERR_REASON_UNSCHEDULABLE).with_detail("node is cordoned (spec.unschedulable)")
+        Status::unresolvable(ERR_REASON_UNSCHEDULABLE).with_detail_fn(|| "node is cordoned (spec.unschedulable)".into())
     }
 }
 

@@ -122,7 +122,7 @@ impl FilterPlugin for InterPodAffinity {
         let first_of_group = !s.any_affinity && s.self_match;
         if !pods_exist && !first_of_group {
             return Status::unresolvable(ERR_REASON_AFFINITY)
-                .with_detail("no pod matching every affinity term runs in this node's topology domain");
+                .with_detail_fn(|| "no pod matching every affinity term runs in this node's topology domain".into());
         }
         // 2. The pod's own required anti-affinity.
         if s.any_anti {
