@@ -2,10 +2,11 @@
 //! namespace and required terms, how many pods on each node match its affinity and
 //! anti-affinity terms, which existing pods' required anti-affinity terms select it,
 //! and each node's value of every topology key involved. Only nodes whose generation
-//! changed are recomputed; a cycle then aggregates integers.
+//! changed are recomputed, and the sums by topology domain that Filter reads are kept
+//! current by taking a changed node's old contribution out and its new one in.
 
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
@@ -18,6 +19,32 @@ use crate::snapshot::Snapshot;
 pub const MISSING: u32 = u32::MAX;
 const SLOTS: usize = 8;
 
+/// The per-domain sums over every node, by value id of the key involved.
+#[derive(Debug, Default, Clone)]
+pub struct Sums {
+    /// Existing pods' required anti-affinity terms selecting the pod, per key id.
+    pub existing: Vec<Vec<i64>>,
+    /// Pods matching every affinity term of the pod, per affinity term.
+    pub affinity: Vec<Vec<i64>>,
+    /// Pods matching each anti-affinity term, per anti-affinity term.
+    pub anti: Vec<Vec<i64>>,
+    /// Totals of the three above.
+    pub existing_total: i64,
+    /// See `existing_total`.
+    pub affinity_total: i64,
+    /// See `existing_total`.
+    pub anti_total: i64,
+}
+
+/// Adds `delta` at `id`, growing the vector as value ids appear.
+fn bump(counts: &mut Vec<i64>, id: u32, delta: i64) {
+    let id = id as usize;
+    if counts.len() <= id {
+        counts.resize(id + 1, 0);
+    }
+    counts[id] += delta;
+}
+
 /// Facts of every node for one incoming pod shape.
 #[derive(Debug, Default)]
 pub struct Facts {
@@ -26,8 +53,13 @@ pub struct Facts {
     key_ids: FxHashMap<String, u32>,
     /// Value ids per key.
     value_ids: Vec<FxHashMap<String, u32>>,
-    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`].
-    pub values: Vec<Vec<u32>>,
+    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`]. Shared with the
+    /// states that read it; written only where a node's labels changed.
+    pub values: Arc<Vec<Vec<u32>>>,
+    /// The sums Filter reads, kept current node by node.
+    pub sums: Arc<Sums>,
+    /// Whether node `i`'s facts are in `sums`.
+    counted: Vec<bool>,
     /// Per node: key ids of existing pods' required anti-affinity terms that select the pod.
     pub existing: Vec<Vec<u32>>,
     /// Per node: pods matching every affinity term of the pod.
@@ -42,13 +74,49 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Number of distinct values seen for key `k`.
-    pub fn value_count(&self, k: u32) -> usize {
-        self.value_ids.get(k as usize).map_or(0, FxHashMap::len)
+    fn key(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
+        if let Some(k) = self.key_ids.get(key) {
+            return *k;
+        }
+        let values = Arc::make_mut(&mut self.values);
+        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, values, key, snapshot)
     }
 
-    fn key(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
-        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, &mut self.values, key, snapshot)
+    /// Adds node `i`'s facts to the sums (`sign` 1) or takes them out (`sign` -1).
+    fn contribute(&mut self, i: usize, sign: i64) {
+        let sums = Arc::make_mut(&mut self.sums);
+        let values = &self.values;
+        let value = |k: u32| values[k as usize][i];
+        for &k in &self.existing[i] {
+            let v = value(k);
+            if v != MISSING {
+                if sums.existing.len() <= k as usize {
+                    sums.existing.resize(k as usize + 1, Vec::new());
+                }
+                bump(&mut sums.existing[k as usize], v, sign);
+                sums.existing_total += sign;
+            }
+        }
+        let aff = self.affinity[i];
+        if aff > 0 {
+            for (t, &k) in self.affinity_keys.iter().enumerate() {
+                let v = value(k);
+                if v != MISSING {
+                    bump(&mut sums.affinity[t], v, sign * aff);
+                    sums.affinity_total += sign * aff;
+                }
+            }
+        }
+        let terms = self.anti_keys.len();
+        for (t, &k) in self.anti_keys.iter().enumerate() {
+            let c = self.anti[i * terms + t];
+            let v = value(k);
+            if c > 0 && v != MISSING {
+                bump(&mut sums.anti[t], v, sign * c);
+                sums.anti_total += sign * c;
+            }
+        }
+        self.counted[i] = sign > 0;
     }
 }
 
@@ -132,11 +200,17 @@ impl AffinityCache {
             *slot = Slot { key, epoch: snapshot.epoch, used: tick, facts: Facts::default() };
             let fa = &mut slot.facts;
             fa.generations = vec![0; n];
+            fa.counted = vec![false; n];
             fa.existing = vec![Vec::new(); n];
             fa.affinity = vec![0; n];
             fa.anti = vec![0; n * anti.len()];
             fa.affinity_keys = affinity.iter().map(|t| fa.key(&t.topology_key, snapshot)).collect();
             fa.anti_keys = anti.iter().map(|t| fa.key(&t.topology_key, snapshot)).collect();
+            fa.sums = Arc::new(Sums {
+                affinity: vec![Vec::new(); affinity.len()],
+                anti: vec![Vec::new(); anti.len()],
+                ..Default::default()
+            });
         }
         slot.used = tick;
         let fa = &mut slot.facts;
@@ -145,13 +219,18 @@ impl AffinityCache {
             if fa.generations[i] == snapshot.generations[i] {
                 continue;
             }
+            if fa.counted[i] {
+                fa.contribute(i, -1);
+            }
             let node = &snapshot.nodes[i];
             for k in 0..fa.keys.len() {
                 let v = match node.labels.get(&fa.keys[k]) {
                     Some(v) => intern(&mut fa.value_ids[k], v),
                     None => MISSING,
                 };
-                fa.values[k][i] = v;
+                if fa.values[k][i] != v {
+                    Arc::make_mut(&mut fa.values)[k][i] = v;
+                }
             }
             let mut existing = Vec::new();
             for ep in &node.pods_with_required_anti_affinity {
@@ -178,6 +257,7 @@ impl AffinityCache {
             }
             fa.affinity[i] = aff;
             fa.anti[i * terms..(i + 1) * terms].copy_from_slice(&counts);
+            fa.contribute(i, 1);
             fa.generations[i] = snapshot.generations[i];
         }
         f(fa)
@@ -197,12 +277,16 @@ struct ScoreSlot {
     key_ids: FxHashMap<String, u32>,
     value_ids: Vec<FxHashMap<String, u32>>,
     /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`].
-    values: Vec<Vec<u32>>,
+    values: Arc<Vec<Vec<u32>>>,
 }
 
 impl ScoreSlot {
     fn key_id(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
-        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, &mut self.values, key, snapshot)
+        if let Some(k) = self.key_ids.get(key) {
+            return *k;
+        }
+        let values = Arc::make_mut(&mut self.values);
+        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, values, key, snapshot)
     }
 }
 
@@ -214,7 +298,7 @@ pub struct TopologyScores {
     /// Whether any key received a contribution.
     pub any: bool,
     /// `values[k][i]`.
-    pub values: std::sync::Arc<Vec<Vec<u32>>>,
+    pub values: Arc<Vec<Vec<u32>>>,
 }
 
 impl TopologyScores {
@@ -268,10 +352,13 @@ impl ScoreCache {
             }
             let node = &snapshot.nodes[i];
             for k in 0..slot.keys.len() {
-                slot.values[k][i] = match node.labels.get(&slot.keys[k]) {
+                let v = match node.labels.get(&slot.keys[k]) {
                     Some(v) => intern(&mut slot.value_ids[k], v),
                     None => MISSING,
                 };
+                if slot.values[k][i] != v {
+                    Arc::make_mut(&mut slot.values)[k][i] = v;
+                }
             }
             let mut pairs = Vec::new();
             for (k, delta) in contribution(node) {
@@ -283,7 +370,7 @@ impl ScoreCache {
         let mut out = TopologyScores {
             sums: slot.value_ids.iter().map(|ids| vec![0; ids.len()]).collect(),
             any: false,
-            values: std::sync::Arc::new(Vec::new()),
+            values: slot.values.clone(),
         };
         for i in 0..n {
             for &(k, delta) in &slot.contributions[i] {
@@ -294,7 +381,6 @@ impl ScoreCache {
                 }
             }
         }
-        out.values = std::sync::Arc::new(slot.values.clone());
         out
     }
 }

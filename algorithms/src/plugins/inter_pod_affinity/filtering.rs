@@ -2,23 +2,15 @@
 
 use std::sync::Arc;
 
-use super::cache::{AffinityCache, MISSING};
+use super::cache::{AffinityCache, MISSING, Sums};
 use super::*;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::pod_info::PodInfo;
 use crate::status::Status;
 
-/// What PreFilter found for one pod: counts per (key id, value id), dense by value id.
+/// What PreFilter found for one pod: the cache's sums by topology domain.
 struct FilterState {
-    /// Existing pods' required anti-affinity terms selecting the pod, per key then value.
-    existing: Vec<Vec<i64>>,
-    any_existing: bool,
-    /// Pods matching all affinity terms, per affinity term's key, by value.
-    affinity: Vec<Vec<i64>>,
-    any_affinity: bool,
-    /// Pods matching each anti-affinity term, by value.
-    anti: Vec<Vec<i64>>,
-    any_anti: bool,
+    sums: Arc<Sums>,
     affinity_keys: Vec<u32>,
     anti_keys: Vec<u32>,
     /// Whether the pod matches every one of its own affinity terms.
@@ -40,56 +32,17 @@ impl FilterPlugin for InterPodAffinity {
         if affinity_terms.is_empty() && anti_terms.is_empty() && snapshot.with_required_anti_affinity.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let state = AffinityCache::with_facts(&self.cache, pod, snapshot, &affinity_terms, &anti_terms, |f| {
-            let n = snapshot.nodes.len();
-            let dense = |k: u32| vec![0i64; f.value_count(k)];
-            let mut existing: Vec<Vec<i64>> = (0..f.keys.len() as u32).map(dense).collect();
-            let mut affinity: Vec<Vec<i64>> = f.affinity_keys.iter().map(|&k| dense(k)).collect();
-            let mut anti: Vec<Vec<i64>> = f.anti_keys.iter().map(|&k| dense(k)).collect();
-            let (mut any_existing, mut any_affinity, mut any_anti) = (false, false, false);
-            let terms = f.anti_keys.len();
-            for i in 0..n {
-                for &k in &f.existing[i] {
-                    let v = f.values[k as usize][i];
-                    if v != MISSING {
-                        existing[k as usize][v as usize] += 1;
-                        any_existing = true;
-                    }
-                }
-                if f.affinity[i] > 0 {
-                    for (t, &k) in f.affinity_keys.iter().enumerate() {
-                        let v = f.values[k as usize][i];
-                        if v != MISSING {
-                            affinity[t][v as usize] += f.affinity[i];
-                            any_affinity = true;
-                        }
-                    }
-                }
-                for (t, &k) in f.anti_keys.iter().enumerate() {
-                    let c = f.anti[i * terms + t];
-                    let v = f.values[k as usize][i];
-                    if c > 0 && v != MISSING {
-                        anti[t][v as usize] += c;
-                        any_anti = true;
-                    }
-                }
-            }
-            FilterState {
-                existing,
-                any_existing,
-                affinity,
-                any_affinity,
-                anti,
-                any_anti,
+        let state =
+            AffinityCache::with_facts(&self.cache, pod, snapshot, &affinity_terms, &anti_terms, |f| FilterState {
+                sums: f.sums.clone(),
                 affinity_keys: f.affinity_keys.clone(),
                 anti_keys: f.anti_keys.clone(),
                 self_match: !affinity_terms.is_empty() && affinity_terms.iter().all(|t| t.matches(pod, &NO_LABELS)),
-                values: Arc::new(f.values.clone()),
+                values: f.values.clone(),
                 keys: f.keys.clone(),
                 index: snapshot.index.clone(),
-            }
-        });
-        if !state.any_existing && affinity_terms.is_empty() && anti_terms.is_empty() {
+            });
+        if state.sums.existing_total == 0 && affinity_terms.is_empty() && anti_terms.is_empty() {
             return PreFilterOutcome::skip();
         }
         PreFilterOutcome::run(PluginState::new(state))
@@ -114,21 +67,21 @@ impl FilterPlugin for InterPodAffinity {
                 return Status::unresolvable(ERR_REASON_AFFINITY)
                     .with_detail_fn(|| format!("node has no {key:?} label"));
             }
-            if s.affinity[t].get(v as usize).copied().unwrap_or(0) <= 0 {
+            if s.sums.affinity[t].get(v as usize).copied().unwrap_or(0) <= 0 {
                 pods_exist = false;
             }
         }
         // With no pod matching anywhere, the first pod of a self-affine group may go anywhere.
-        let first_of_group = !s.any_affinity && s.self_match;
+        let first_of_group = s.sums.affinity_total == 0 && s.self_match;
         if !pods_exist && !first_of_group {
             return Status::unresolvable(ERR_REASON_AFFINITY)
                 .with_detail_fn(|| "no pod matching every affinity term runs in this node's topology domain".into());
         }
         // 2. The pod's own required anti-affinity.
-        if s.any_anti {
+        if s.sums.anti_total > 0 {
             for (t, &k) in s.anti_keys.iter().enumerate() {
                 let v = value(k);
-                if v != MISSING && s.anti[t].get(v as usize).copied().unwrap_or(0) > 0 {
+                if v != MISSING && s.sums.anti[t].get(v as usize).copied().unwrap_or(0) > 0 {
                     let key = &s.keys[k as usize];
                     return Status::unschedulable(ERR_REASON_ANTI_AFFINITY).with_detail_fn(|| {
                         let val = node.labels.get(key).map(String::as_str).unwrap_or("");
@@ -138,8 +91,8 @@ impl FilterPlugin for InterPodAffinity {
             }
         }
         // 3. Existing pods' required anti-affinity.
-        if s.any_existing {
-            for (k, counts) in s.existing.iter().enumerate() {
+        if s.sums.existing_total > 0 {
+            for (k, counts) in s.sums.existing.iter().enumerate() {
                 let v = value(k as u32);
                 if v != MISSING && counts.get(v as usize).copied().unwrap_or(0) > 0 {
                     let key = &s.keys[k];

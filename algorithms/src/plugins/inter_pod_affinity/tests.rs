@@ -298,14 +298,23 @@ fn a_long_lived_plugin_agrees_with_a_fresh_one_as_the_cluster_changes() {
         .build();
     let aff = PodBuilder::new("q").label("app", "api").pod_affinity(term("app", "In", &["web"], "zone")).build();
     let long_lived = InterPodAffinity::default();
-    for step in 0..12 {
-        let i = (step * 4) % nodes.len();
+    for step in 0..24 {
+        // Every third step undoes the node that the step before changed.
+        let i = if step % 3 == 2 { ((step - 1) * 4) % nodes.len() } else { (step * 4) % nodes.len() };
         let mut n = (*snap.nodes[i]).clone();
-        let placed = if step % 2 == 0 { anti.clone() } else { aff.clone() };
-        let mut info = crate::pod_info::PodInfo::from_pod(&placed).unwrap();
-        info.name = format!("placed-{step}");
-        info.node_name = Some(n.name.clone());
-        n.add_pod(Arc::new(info));
+        if step % 3 == 2 {
+            // Take a pod away again and move the node to another zone.
+            let p = n.pods.last().cloned().expect("the step before placed a pod here");
+            n.remove_pod(&p.namespace, &p.name);
+            n.labels.insert("zone".into(), ["z1", "z2", "z3"][step % 3].into());
+            n.generation = crate::node_info::next_generation();
+        } else {
+            let placed = if step % 2 == 0 { anti.clone() } else { aff.clone() };
+            let mut info = crate::pod_info::PodInfo::from_pod(&placed).unwrap();
+            info.name = format!("placed-{step}");
+            info.node_name = Some(n.name.clone());
+            n.add_pod(Arc::new(info));
+        }
         snap.replace_node(i, Arc::new(n));
         snap.refresh_pod_indexes();
         for pod in [&anti, &aff] {
