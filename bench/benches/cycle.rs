@@ -1,9 +1,13 @@
 //! One scheduling cycle of one pod over clusters of several sizes, default profile.
+//!
+//! `engine_path` is what `run` and `simulate` do for each pod: the equivalence cache is
+//! warm and one node changed since the last pod (the bind before). `plain` evaluates
+//! every plugin on every node, as the extender and `explain` do.
 
 use std::sync::Arc;
 
 use algorithms::config::default_profile;
-use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
 use algorithms::testing::{NodeBuilder, PodBuilder};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -29,14 +33,28 @@ fn cluster(nodes: usize) -> Snapshot {
 }
 
 fn one_cycle(c: &mut Criterion) {
+    // As in the scheduling loop: human details only for `explain`.
+    algorithms::status::set_details_enabled(false);
     let profile = default_profile("custom-scheduler");
     let pod: PodInfo = PodBuilder::new("incoming").req("100m", "500Mi").info();
     let mut group = c.benchmark_group("scheduling_cycle");
     for nodes in [500usize, 5000, 15000] {
-        let snap = cluster(nodes);
+        let mut snap = cluster(nodes);
         let mut rng = StdRng::seed_from_u64(1);
-        group.bench_with_input(BenchmarkId::new("default_profile", nodes), &snap, |b, snap| {
+        group.bench_with_input(BenchmarkId::new("plain", nodes), &snap, |b, snap| {
             b.iter(|| evaluate(&profile, &pod, snap, &mut rng, EvaluateOptions::default()))
+        });
+        let mut cache = EquivalenceCache::new();
+        let mut k = 0usize;
+        group.bench_function(BenchmarkId::new("engine_path", nodes), |b| {
+            b.iter(|| {
+                // The bind before this pod changed one node.
+                k = (k + 7) % nodes;
+                let mut changed = (*snap.nodes[k]).clone();
+                changed.generation = algorithms::node_info::next_generation();
+                snap.replace_node(k, Arc::new(changed));
+                evaluate_cached(&profile, &pod, &snap, &mut rng, EvaluateOptions::default(), &mut cache)
+            })
         });
     }
     group.finish();

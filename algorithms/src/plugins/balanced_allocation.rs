@@ -4,6 +4,7 @@
 //! `50 + (50 + balance_with_pod - balance_without_pod) / 2`, so no change scores 75.
 
 use serde::Deserialize;
+use smallvec::{SmallVec, smallvec};
 
 use crate::framework::{PluginState, ScorePlugin};
 use crate::node_info::NodeInfo;
@@ -80,9 +81,10 @@ impl ScorePlugin for BalancedAllocation {
     fn score(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
         let Some(pod_req) = state.get::<PodRequestVector>() else { return 0 };
         let n = self.resources.len();
-        let mut with = vec![0i64; n];
-        let mut without = vec![0i64; n];
-        let mut alloc = vec![0i64; n];
+        // Inline for the usual handful of resources: no allocation per node.
+        let mut with: SmallVec<[i64; 4]> = smallvec![0; n];
+        let mut without: SmallVec<[i64; 4]> = smallvec![0; n];
+        let mut alloc: SmallVec<[i64; 4]> = smallvec![0; n];
         for (i, r) in self.resources.iter().enumerate() {
             let p = pod_req.0.get(i).copied().unwrap_or(0);
             let (a, used) = node_amounts(node, r, p, true);

@@ -1,8 +1,8 @@
 //! Per-node spreading facts kept across pods: for a set of constraints (and the pod
 //! fields they depend on), each node's domain value, whether its domains count under
 //! the inclusion policies, and how many matching pods it runs. Only nodes whose
-//! generation changed are recomputed, so a cycle aggregates integers instead of
-//! walking every pod's labels.
+//! generation changed are recomputed, and the per-domain sums Filter reads are kept
+//! current by taking a changed node's old contribution out and its new one in.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -32,6 +32,13 @@ pub struct NodeFacts {
     pub counts: Arc<Vec<i64>>,
     /// Value strings by id, per constraint.
     pub names: Vec<Vec<String>>,
+    /// Per constraint, by value id: matching pods on the nodes that have every key and
+    /// whose domain counts (what Filter sums), kept current node by node.
+    pub domain_pods: Vec<Vec<i64>>,
+    /// Per constraint, by value id: how many such nodes the domain has.
+    pub domain_nodes: Vec<Vec<i64>>,
+    /// Whether node `i` is in `domain_pods` and `domain_nodes`.
+    counted: Vec<bool>,
     ids: Vec<FxHashMap<String, u32>>,
     generations: Vec<u64>,
 }
@@ -45,7 +52,25 @@ impl NodeFacts {
         let id = self.names[c].len() as u32;
         self.ids[c].insert(value.to_string(), id);
         self.names[c].push(value.to_string());
+        self.domain_pods[c].push(0);
+        self.domain_nodes[c].push(0);
         id
+    }
+
+    /// Adds node `i` to the domain sums (`sign` 1) or takes it out (`sign` -1).
+    fn contribute(&mut self, i: usize, sign: i64) {
+        self.counted[i] = sign > 0;
+        if !self.has_all[i] {
+            return;
+        }
+        for c in 0..self.per {
+            let id = self.values[i * self.per + c];
+            if id == MISSING || !self.included[i * self.per + c] {
+                continue;
+            }
+            self.domain_pods[c][id as usize] += sign * self.counts[i * self.per + c];
+            self.domain_nodes[c][id as usize] += sign;
+        }
     }
 }
 
@@ -107,6 +132,9 @@ impl SpreadCache {
             f.included = vec![false; n * per];
             f.counts = Arc::new(vec![0; n * per]);
             f.names = vec![Vec::new(); per];
+            f.domain_pods = vec![Vec::new(); per];
+            f.domain_nodes = vec![Vec::new(); per];
+            f.counted = vec![false; n];
             f.ids = vec![FxHashMap::default(); per];
             f.generations = vec![0; n];
         }
@@ -116,6 +144,9 @@ impl SpreadCache {
             if facts.generations[i] == snapshot.generations[i] {
                 continue;
             }
+            if facts.counted[i] {
+                facts.contribute(i, -1);
+            }
             let node = &snapshot.nodes[i];
             facts.has_all[i] = has_all_keys(node, constraints);
             for (c, con) in constraints.iter().enumerate() {
@@ -123,10 +154,16 @@ impl SpreadCache {
                     Some(v) => facts.intern(c, v),
                     None => MISSING,
                 };
-                Arc::make_mut(&mut facts.values)[i * per + c] = id;
+                if facts.values[i * per + c] != id {
+                    Arc::make_mut(&mut facts.values)[i * per + c] = id;
+                }
                 facts.included[i * per + c] = node_included(con, pod, node);
-                Arc::make_mut(&mut facts.counts)[i * per + c] = count_matching(node, &con.selector, &pod.namespace);
+                let count = count_matching(node, &con.selector, &pod.namespace);
+                if facts.counts[i * per + c] != count {
+                    Arc::make_mut(&mut facts.counts)[i * per + c] = count;
+                }
             }
+            facts.contribute(i, 1);
             facts.generations[i] = snapshot.generations[i];
         }
         f(facts)

@@ -36,24 +36,9 @@ impl FilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let per = constraints.len();
         let (sums, present, values) = SpreadCache::with_facts(&self.cache, &constraints, pod, snapshot, |f| {
-            let mut sums: Vec<Vec<i64>> = f.names.iter().map(|n| vec![0; n.len()]).collect();
-            let mut present: Vec<Vec<bool>> = f.names.iter().map(|n| vec![false; n.len()]).collect();
-            for i in 0..snapshot.nodes.len() {
-                if !f.has_all[i] {
-                    continue;
-                }
-                for c in 0..per {
-                    let id = f.values[i * per + c];
-                    if id == MISSING || !f.included[i * per + c] {
-                        continue;
-                    }
-                    sums[c][id as usize] += f.counts[i * per + c];
-                    present[c][id as usize] = true;
-                }
-            }
-            (sums, present, f.values.clone())
+            let present: Vec<Vec<bool>> = f.domain_nodes.iter().map(|d| d.iter().map(|n| *n > 0).collect()).collect();
+            (f.domain_pods.clone(), present, f.values.clone())
         });
         let domains = present.iter().map(|p| domains_of(p)).collect();
         let min = sums.iter().zip(&present).map(|(s, p)| min_of(s, p)).collect();

@@ -298,12 +298,21 @@ fn a_long_lived_plugin_agrees_with_a_fresh_one_as_the_cluster_changes() {
     ])
     .build();
     let long_lived = PodTopologySpread::default();
-    for step in 0..20 {
+    for step in 0..30 {
         // Place a matching pod on a changing node: only that node's generation moves.
-        let i = (step * 7) % nodes.len();
+        // Every third step takes the pod the step before placed away again and moves
+        // that node to another zone.
+        let i = if step % 3 == 2 { ((step - 1) * 7) % nodes.len() } else { (step * 7) % nodes.len() };
         let mut node = (*snap.nodes[i]).clone();
-        let p = PodBuilder::new(&format!("p{step}")).label("foo", "").node_name(&node.name).info();
-        node.add_pod(Arc::new(p));
+        if step % 3 == 2 {
+            let p = node.pods.last().cloned().expect("the step before placed a pod here");
+            node.remove_pod(&p.namespace, &p.name);
+            node.labels.insert("zone".into(), ["z1", "z2", "z3"][(step / 3) % 3].into());
+            node.generation = crate::node_info::next_generation();
+        } else {
+            let p = PodBuilder::new(&format!("p{step}")).label("foo", "").node_name(&node.name).info();
+            node.add_pod(Arc::new(p));
+        }
         snap.replace_node(i, Arc::new(node));
         for pod in [&hard, &soft] {
             let info = PodInfo::from_pod(pod).unwrap();
