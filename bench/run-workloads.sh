@@ -14,7 +14,7 @@ for w in "${workloads[@]}"; do
   rows+=$("$bin" simulate --workload "$w" --output json --seed 1 "$@" | python3 bench/workload_row.py "$w")$'\n'
 done
 cpu=$(nproc)
-table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh $*\` on a ${cpu}-core machine; every node is evaluated for every pod.
+table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh${*:+ $*}\` on a ${cpu}-core machine; every node is evaluated for every pod.
 
 | workload | nodes | measured pods | scheduled | pods/s | p50 ms | p99 ms | peak MiB |
 |---|---:|---:|---:|---:|---:|---:|---:|

@@ -28,7 +28,8 @@ impl ScorePlugin for InterPodAffinity {
 
     fn pre_score(&self, pod: &PodInfo, snapshot: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
         let has_own = !pod.preferred_affinity.is_empty() || !pod.preferred_anti_affinity.is_empty();
-        if self.args.ignore_preferred_terms_of_existing_pods && !has_own {
+        if !has_own && (self.args.ignore_preferred_terms_of_existing_pods || snapshot.with_affinity.is_empty()) {
+            // Nothing can contribute: the pod has no terms and no existing pod has any.
             return Err(Status::skip());
         }
         let affinity = resolve_weighted(&pod.preferred_affinity, snapshot);
