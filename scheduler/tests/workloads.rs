@@ -50,3 +50,57 @@ fn workloads_schedule_what_fits() {
         assert!(msg.starts_with("0/120 nodes are available: "), "{msg}");
     }
 }
+
+/// One pod's outcome, in comparable form.
+type Outcome = (Vec<usize>, Vec<i64>, Option<usize>, Vec<(usize, algorithms::Status)>, Option<String>);
+
+fn outcome(ev: &algorithms::Evaluation) -> Outcome {
+    let rejected = ev.rejected.iter().map(|(i, s)| (i, s.clone())).collect();
+    (ev.feasible.clone(), ev.totals.clone(), ev.selected, rejected, ev.failure_message())
+}
+
+/// The engine's path (long-lived plugins with their per-node fact caches, plus the
+/// equivalence cache) against the plain algorithm (fresh plugins for every pod, every
+/// plugin on every node): the same verdicts, scores and choice for every pod of every
+/// workload while the cluster fills up.
+#[test]
+fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
+    use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
+    use algorithms::status::set_details_enabled;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use std::sync::Arc;
+
+    set_details_enabled(false);
+    for (name, ..) in WORKLOADS {
+        let w = workload(name, Some(60), Some(150)).unwrap();
+        let objects = ClusterObjects {
+            nodes: w.cluster.nodes,
+            pods: Vec::new(),
+            namespaces: w.cluster.namespaces,
+            workloads: Default::default(),
+        };
+        let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
+        let long_lived = default_profile("custom-scheduler");
+        let mut cache = EquivalenceCache::new();
+        let pods = w.init_pods.iter().chain(&w.measured_pods);
+        for (k, pod) in pods.enumerate() {
+            let pod = PodInfo::from_pod(pod).unwrap();
+            let opts = EvaluateOptions::default();
+            let mut rng_a = StdRng::seed_from_u64(k as u64);
+            let mut rng_b = StdRng::seed_from_u64(k as u64);
+            let a = evaluate_cached(&long_lived, &pod, &snap, &mut rng_a, opts, &mut cache);
+            let b = evaluate(&default_profile("custom-scheduler"), &pod, &snap, &mut rng_b, opts);
+            assert_eq!(outcome(&a), outcome(&b), "{name}: pod {k} ({})", pod.name);
+            if let Some(i) = a.selected {
+                let mut node = (*snap.nodes[i]).clone();
+                let mut placed = pod.clone();
+                placed.node_name = Some(node.name.clone());
+                node.add_pod(Arc::new(placed));
+                node.generation = algorithms::node_info::next_generation();
+                snap.replace_node(i, Arc::new(node));
+                snap.set_pod_flags(i);
+            }
+        }
+    }
+}
