@@ -58,6 +58,9 @@ pub struct Engine {
     /// Reuse node-local results across pods with the same spec (on by default).
     pub use_equivalence_cache: bool,
     caches: Vec<EquivalenceCache>,
+    /// Where the next search for feasible nodes starts (kube-scheduler's rotating index,
+    /// shared by all profiles); it matters only when a share of nodes is to be found.
+    next_start: usize,
 }
 
 impl Engine {
@@ -71,6 +74,7 @@ impl Engine {
             rng: SmallRng::seed_from_u64(seed),
             use_equivalence_cache: true,
             caches: Vec::new(),
+            next_start: 0,
         }
     }
 
@@ -104,15 +108,20 @@ impl Engine {
         };
         let profile = &self.profiles[pi];
         let profile_name = profile.scheduler_name.clone();
+        let opts = EvaluateOptions { start: self.next_start, ..Default::default() };
         let ev = if self.use_equivalence_cache {
             if self.caches.len() < self.profiles.len() {
                 self.caches.resize_with(self.profiles.len(), EquivalenceCache::new);
             }
             let cache = &mut self.caches[pi];
-            evaluate_cached(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default(), cache)
+            evaluate_cached(profile, &pod, &self.snapshot, &mut self.rng, opts, cache)
         } else {
-            evaluate(profile, &pod, &self.snapshot, &mut self.rng, EvaluateOptions::default())
+            evaluate(profile, &pod, &self.snapshot, &mut self.rng, opts)
         };
+        let n = self.snapshot.nodes.len();
+        if n > 0 {
+            self.next_start = (self.next_start + ev.feasible.len() + ev.rejected.len()) % n;
+        }
         let outcome = match (ev.selected, &ev.error) {
             (_, Some(err)) => {
                 self.queue.error(&key, now);
@@ -141,5 +150,37 @@ impl Engine {
             }
         };
         Some(Cycle { queued, profile: profile_name, outcome, duration: started.elapsed() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use algorithms::NodeInfo;
+    use algorithms::testing::{NodeBuilder, PodBuilder};
+
+    #[test]
+    fn successive_pods_search_from_where_the_last_search_stopped() {
+        let mut profile = algorithms::config::default_profile("custom-scheduler");
+        // 200 nodes at 50%: each attempt looks for 100 feasible nodes.
+        profile.percentage_of_nodes_to_score = Some(50);
+        let mut engine = Engine::new(vec![profile], 1);
+        for i in 0..200 {
+            let node = NodeBuilder::new(&format!("n{i:03}")).build();
+            engine.cache.upsert_node(NodeInfo::from_node(&node).unwrap());
+        }
+        let now = Instant::now();
+        for name in ["first", "second", "third"] {
+            engine.queue.add(Arc::new(PodBuilder::new(name).scheduler("custom-scheduler").info()), now);
+        }
+        let mut placed = Vec::new();
+        while let Some(cycle) = engine.schedule_one(now) {
+            let Outcome::Scheduled { node } = cycle.outcome else { panic!("every pod fits") };
+            placed.push(node);
+        }
+        let index = |n: &str| n.trim_start_matches('n').parse::<usize>().unwrap();
+        assert!(index(&placed[0]) < 100, "{placed:?}");
+        assert!(index(&placed[1]) >= 100, "{placed:?}");
+        assert!(index(&placed[2]) < 100, "{placed:?}");
     }
 }

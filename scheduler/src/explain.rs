@@ -55,7 +55,7 @@ pub struct ExplainReport {
 /// Evaluates `pod` on every node of `snapshot` with `profile`.
 pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64) -> ExplainReport {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let ev = evaluate(profile, pod, snapshot, &mut rng, EvaluateOptions { always_score: true });
+    let ev = evaluate(profile, pod, snapshot, &mut rng, EvaluateOptions { always_score: true, ..Default::default() });
     let name = |i: usize| snapshot.nodes[i].name.clone();
     let failed_nodes = ev
         .rejected

@@ -53,6 +53,10 @@ pub struct Evaluation {
 pub struct EvaluateOptions {
     /// Score even when only one node is feasible (kube-scheduler skips it; `explain` wants it).
     pub always_score: bool,
+    /// Where the search starts when only a share of the nodes is to be found: kube-scheduler
+    /// moves it on by the nodes each attempt judged, so that successive pods look at
+    /// different nodes first. Ignored when every node is evaluated.
+    pub start: usize,
 }
 
 /// kube-scheduler's FitError histogram.
@@ -253,12 +257,28 @@ pub fn filter_candidates(
     snapshot: &Snapshot,
     candidates: Option<&[usize]>,
 ) -> Evaluation {
+    filter_from(profile, pod, snapshot, candidates, 0)
+}
+
+/// Filters the candidates (all nodes when None), starting the search at candidate
+/// `start` when only a share of them is to be found.
+fn filter_from(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    candidates: Option<&[usize]>,
+    start: usize,
+) -> Evaluation {
     let n = candidates.map_or(snapshot.nodes.len(), <[usize]>::len);
-    let node_at = |k: usize| candidates.map_or(k, |c| c[k]);
+    let limit = nodes_to_find(profile.percentage_of_nodes_to_score, n);
+    let offset = if limit < n { start % n } else { 0 };
+    let node_at = |k: usize| {
+        let k = (offset + k) % n;
+        candidates.map_or(k, |c| c[k])
+    };
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
     let Some((states, allowed)) = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at) else { return ev };
 
-    let limit = nodes_to_find(profile.percentage_of_nodes_to_score, n);
     let check = |i: usize| -> Status {
         let node = &snapshot.nodes[i];
         if let Some(st) = outside_allowed(&allowed, node) {
@@ -290,7 +310,7 @@ pub fn evaluate(
     rng: &mut impl Rng,
     opts: EvaluateOptions,
 ) -> Evaluation {
-    let mut ev = filter_nodes(profile, pod, snapshot);
+    let mut ev = filter_from(profile, pod, snapshot, None, opts.start);
     if ev.feasible.is_empty() || ev.error.is_some() {
         return ev;
     }
@@ -447,6 +467,26 @@ mod tests {
         assert_eq!(nodes_to_find(Some(0), 10000), 500);
         assert_eq!(nodes_to_find(Some(10), 500), 100);
         assert_eq!(nodes_to_find(Some(100), 500), 500);
+    }
+
+    #[test]
+    fn a_share_of_nodes_is_searched_from_the_start_index_round_the_end() {
+        use crate::testing::{NodeBuilder, PodBuilder, snapshot};
+        let nodes: Vec<_> = (0..500).map(|i| NodeBuilder::new(&format!("n{i}")).build()).collect();
+        let snap = snapshot(&nodes, &[]);
+        let mut profile = crate::config::default_profile("custom-scheduler");
+        profile.percentage_of_nodes_to_score = Some(10);
+        let pod = PodBuilder::new("p").info();
+        let mut rng = StdRng::seed_from_u64(1);
+        let opts = EvaluateOptions { start: 450, ..Default::default() };
+        let ev = evaluate(&profile, &pod, &snap, &mut rng, opts);
+        let expected: Vec<usize> = (450..500).chain(0..50).collect();
+        assert_eq!(ev.feasible, expected);
+        assert!(ev.selected.is_some_and(|i| expected.contains(&i)));
+        // Every node evaluated: the start index does not matter.
+        profile.percentage_of_nodes_to_score = None;
+        let ev = evaluate(&profile, &pod, &snap, &mut rng, opts);
+        assert_eq!(ev.feasible, (0..500).collect::<Vec<_>>());
     }
 
     #[test]
