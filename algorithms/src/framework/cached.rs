@@ -15,7 +15,7 @@ use super::run::{
     EvaluateOptions, Evaluation, filter_list, finish_scores, nodes_to_find, outside_allowed, pre_filter_all,
     pre_score_all, raw_scores, run_filters, select_host,
 };
-use super::{PluginState, Profile, Rejections, map_nodes};
+use super::{PluginState, Profile, StatusTable, map_nodes};
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
@@ -43,7 +43,7 @@ struct Slot {
     /// failing one's status in `statuses`.
     verdicts: Vec<u32>,
     /// Distinct statuses of the node-local filters.
-    statuses: Rejections,
+    statuses: StatusTable,
     /// Raw scores by score plugin, then node: `raw[p][i]`.
     raw: Vec<Vec<i64>>,
 }
@@ -111,13 +111,13 @@ pub fn evaluate_cached(
         || cache.generations.len() != n
         || cache.raw.len() != plugins
         // Statuses with details are never shared; start over before they pile up.
-        || cache.statuses.statuses().len() > 2 * n + 64
+        || cache.statuses.len() > 2 * n + 64
     {
         cache.signature = Some(pod.signature);
         cache.epoch = snapshot.epoch;
         cache.generations = vec![0; n];
         cache.verdicts = vec![0; n];
-        cache.statuses = Rejections::new();
+        cache.statuses = StatusTable::default();
         cache.raw = vec![vec![0; n]; plugins];
     }
     let stale: Vec<usize> = cache
@@ -155,7 +155,7 @@ pub fn evaluate_cached(
     let rest_active = fstates[local_filters..].iter().any(Option::is_some);
     let mut passed: Vec<usize> = Vec::with_capacity(n);
     // The slot's status k is this attempt's status `mapped[k]` once a node used it.
-    let mut mapped = vec![u32::MAX; cache.statuses.statuses().len()];
+    let mut mapped = vec![u32::MAX; cache.statuses.len()];
     for (i, &verdict) in cache.verdicts.iter().enumerate() {
         if allowed.is_some()
             && let Some(st) = outside_allowed(&allowed, &snapshot.nodes[i])
@@ -164,11 +164,13 @@ pub fn evaluate_cached(
         } else if verdict == 0 {
             passed.push(i);
         } else {
-            let k = (verdict - 1) as usize;
-            if mapped[k] == u32::MAX {
-                mapped[k] = ev.rejected.intern(cache.statuses.statuses()[k].clone());
+            let k = verdict - 1;
+            if mapped[k as usize] == u32::MAX
+                && let Some(st) = cache.statuses.get(k)
+            {
+                mapped[k as usize] = ev.rejected.intern(st.clone());
             }
-            ev.rejected.push_interned(i, mapped[k]);
+            ev.rejected.push_interned(i, mapped[k as usize]);
         }
     }
     if rest_active {

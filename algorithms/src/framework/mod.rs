@@ -13,7 +13,7 @@ use std::sync::Arc;
 pub use cached::{EquivalenceCache, evaluate_cached};
 pub use normalize::default_normalize;
 pub use parallel::{fold_chunks, map_nodes, on_pool};
-pub use rejections::Rejections;
+pub use rejections::{Rejections, StatusTable};
 pub use run::{
     EvaluateOptions, Evaluation, FitSummary, PluginScores, evaluate, filter_candidates, filter_nodes, nodes_to_find,
     score_nodes, select_host,

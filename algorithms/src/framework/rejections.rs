@@ -8,35 +8,19 @@ use rustc_hash::FxHashMap;
 
 use crate::status::Status;
 
-/// Rejected nodes (indexes into the snapshot) with their statuses, in the order pushed.
+/// Distinct statuses, each kept once, by index.
 #[derive(Debug, Clone, Default)]
-pub struct Rejections {
-    /// Distinct statuses.
+pub struct StatusTable {
     statuses: Vec<Status>,
-    /// (node index, index into `statuses`).
-    nodes: Vec<(u32, u32)>,
     /// Index of each distinct status without a detail.
     index: FxHashMap<Status, u32>,
     /// The status interned last: neighbouring nodes are mostly rejected alike.
     last: Option<u32>,
 }
 
-impl Rejections {
-    /// No rejections.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Every node of `nodes` rejected with `status`.
-    pub fn all(nodes: impl IntoIterator<Item = usize>, status: Status) -> Self {
-        let nodes = nodes.into_iter().map(|i| (i as u32, 0)).collect();
-        let mut r = Rejections { nodes, ..Default::default() };
-        r.intern(status);
-        r
-    }
-
-    /// The index of `status` among the distinct statuses, adding it when it is new.
-    /// Statuses with a detail are always kept apart: the detail names the node.
+impl StatusTable {
+    /// The index of `status`, adding it when it is new. Statuses with a detail are
+    /// always kept apart: the detail names the node.
     pub fn intern(&mut self, status: Status) -> u32 {
         if status.detail.is_some() {
             self.statuses.push(status);
@@ -60,6 +44,55 @@ impl Rejections {
         k
     }
 
+    /// The status at index `k`.
+    pub fn get(&self, k: u32) -> Option<&Status> {
+        self.statuses.get(k as usize)
+    }
+
+    /// Every status, by index.
+    pub fn as_slice(&self) -> &[Status] {
+        &self.statuses
+    }
+
+    /// Number of statuses.
+    pub fn len(&self) -> usize {
+        self.statuses.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.statuses.is_empty()
+    }
+}
+
+/// Rejected nodes (indexes into the snapshot) with their statuses, in the order pushed.
+#[derive(Debug, Clone, Default)]
+pub struct Rejections {
+    /// The distinct statuses.
+    table: StatusTable,
+    /// (node index, index into `table`).
+    nodes: Vec<(u32, u32)>,
+}
+
+impl Rejections {
+    /// No rejections.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every node of `nodes` rejected with `status`.
+    pub fn all(nodes: impl IntoIterator<Item = usize>, status: Status) -> Self {
+        let mut r = Rejections::new();
+        let k = r.intern(status);
+        r.nodes = nodes.into_iter().map(|i| (i as u32, k)).collect();
+        r
+    }
+
+    /// The index of `status` among the distinct statuses, adding it when it is new.
+    pub fn intern(&mut self, status: Status) -> u32 {
+        self.table.intern(status)
+    }
+
     /// Records `node` as rejected with `status`.
     pub fn push(&mut self, node: usize, status: Status) {
         let k = self.intern(status);
@@ -73,7 +106,7 @@ impl Rejections {
 
     /// Moves every rejection of `other` into `self`.
     pub fn append(&mut self, other: Rejections) {
-        let map: Vec<u32> = other.statuses.into_iter().map(|s| self.intern(s)).collect();
+        let map: Vec<u32> = other.table.statuses.into_iter().map(|s| self.intern(s)).collect();
         self.nodes.extend(other.nodes.into_iter().map(|(i, k)| (i, map[k as usize])));
     }
 
@@ -84,12 +117,12 @@ impl Rejections {
 
     /// Rejected nodes with their statuses.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Status)> + '_ {
-        self.nodes.iter().map(|&(i, k)| (i as usize, &self.statuses[k as usize]))
+        self.nodes.iter().map(|&(i, k)| (i as usize, &self.table.statuses[k as usize]))
     }
 
     /// The distinct statuses.
     pub fn statuses(&self) -> &[Status] {
-        &self.statuses
+        self.table.as_slice()
     }
 
     /// Number of rejected nodes.
