@@ -26,8 +26,7 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
 /// [`map_nodes`] from inside `f` runs without handing over between threads.
 pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     match pool() {
-        Some(p) if std::env::var("XNOPOOL").is_err() => p.install(f),
-        Some(_) => f(),
+        Some(p) => p.install(f),
         None => f(),
     }
 }
@@ -55,11 +54,7 @@ pub fn fold_chunks<A: Send>(
     if chunks <= 1 {
         return (0..chunks).map(run).collect();
     }
-    let par = || (0..chunks).into_par_iter().map(run).collect();
-    match pool() {
-        Some(p) => p.install(par),
-        None => par(),
-    }
+    on_pool(|| (0..chunks).into_par_iter().map(run).collect())
 }
 
 /// Computes `f(i)` for every `i` in `0..n` in parallel; results are in index order.
@@ -67,9 +62,5 @@ pub fn map_nodes<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec
     if n < MIN_CHUNK * 2 {
         return (0..n).map(f).collect();
     }
-    let run = || (0..n).into_par_iter().with_min_len(MIN_CHUNK).map(f).collect();
-    match pool() {
-        Some(p) => p.install(run),
-        None => run(),
-    }
+    on_pool(|| (0..n).into_par_iter().with_min_len(MIN_CHUNK).map(f).collect())
 }
