@@ -286,10 +286,10 @@ fn filter_from(
         }
         run_filters(&profile.filters, &states, pod, node, i)
     };
-    let mut start = 0;
-    while start < n && ev.feasible.len() < limit {
-        let end = if limit >= n { n } else { (start + (limit - ev.feasible.len()).max(64)).min(n) };
-        let found = filter_list(end - start, &|k| node_at(start + k), &check);
+    let mut from = 0;
+    while from < n && ev.feasible.len() < limit {
+        let end = if limit >= n { n } else { (from + (limit - ev.feasible.len()).max(64)).min(n) };
+        let found = filter_list(end - from, &|k| node_at(from + k), &check);
         if let Some(e) = found.error {
             ev.error = Some(e);
             return ev;
@@ -297,7 +297,7 @@ fn filter_from(
         let room = limit - ev.feasible.len();
         ev.feasible.extend(found.feasible.into_iter().take(room));
         ev.rejected.append(found.rejected);
-        start = end;
+        from = end;
     }
     ev
 }
