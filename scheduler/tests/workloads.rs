@@ -62,7 +62,7 @@ fn outcome(ev: &algorithms::Evaluation) -> Outcome {
 /// The engine's path (long-lived plugins with their per-node fact caches, plus the
 /// equivalence cache) against the plain algorithm (fresh plugins for every pod, every
 /// plugin on every node): the same verdicts, scores and choice for every pod of every
-/// workload while the cluster fills up.
+/// workload while the cluster fills up and now and then loses a pod.
 #[test]
 fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
     use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
@@ -83,6 +83,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");
         let mut cache = EquivalenceCache::new();
+        let mut placed: Vec<(usize, String, String)> = Vec::new();
         let pods = w.init_pods.iter().chain(&w.measured_pods);
         for (k, pod) in pods.enumerate() {
             let pod = PodInfo::from_pod(pod).unwrap();
@@ -94,9 +95,19 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             assert_eq!(outcome(&a), outcome(&b), "{name}: pod {k} ({})", pod.name);
             if let Some(i) = a.selected {
                 let mut node = (*snap.nodes[i]).clone();
-                let mut placed = pod.clone();
-                placed.node_name = Some(node.name.clone());
-                node.add_pod(Arc::new(placed));
+                let mut bound = pod.clone();
+                bound.node_name = Some(node.name.clone());
+                node.add_pod(Arc::new(bound));
+                node.generation = algorithms::node_info::next_generation();
+                snap.replace_node(i, Arc::new(node));
+                snap.set_pod_flags(i);
+                placed.push((i, pod.namespace.clone(), pod.name.clone()));
+            }
+            // Now and then a pod placed a little earlier goes away again.
+            if k % 7 == 6 && placed.len() > 3 {
+                let (i, namespace, gone) = placed.remove(placed.len() - 3);
+                let mut node = (*snap.nodes[i]).clone();
+                assert!(node.remove_pod(&namespace, &gone).is_some());
                 node.generation = algorithms::node_info::next_generation();
                 snap.replace_node(i, Arc::new(node));
                 snap.set_pod_flags(i);
