@@ -48,14 +48,8 @@ fn bump(counts: &mut Vec<i64>, id: u32, delta: i64) {
 /// Facts of every node for one incoming pod shape.
 #[derive(Debug, Default)]
 pub struct Facts {
-    /// Topology keys by id.
-    pub keys: Vec<String>,
-    key_ids: FxHashMap<String, u32>,
-    /// Value ids per key.
-    value_ids: Vec<FxHashMap<String, u32>>,
-    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`]. Shared with the
-    /// states that read it; written only where a node's labels changed.
-    pub values: Arc<Vec<Vec<u32>>>,
+    /// Topology keys and every node's value id of each.
+    pub topology: TopologyValues,
     /// The sums Filter reads, kept current node by node.
     pub sums: Arc<Sums>,
     /// Whether node `i`'s facts are in `sums`.
@@ -75,17 +69,13 @@ pub struct Facts {
 
 impl Facts {
     fn key(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
-        if let Some(k) = self.key_ids.get(key) {
-            return *k;
-        }
-        let values = Arc::make_mut(&mut self.values);
-        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, values, key, snapshot)
+        self.topology.key(key, snapshot)
     }
 
     /// Adds node `i`'s facts to the sums (`sign` 1) or takes them out (`sign` -1).
     fn contribute(&mut self, i: usize, sign: i64) {
         let sums = Arc::make_mut(&mut self.sums);
-        let values = &self.values;
+        let values = &self.topology.values;
         let value = |k: u32| values[k as usize][i];
         for &k in &self.existing[i] {
             let v = value(k);
@@ -120,27 +110,53 @@ impl Facts {
     }
 }
 
-/// The id of a topology key, registering it (and every node's value of it) when new.
-fn register_key(
-    keys: &mut Vec<String>,
-    key_ids: &mut FxHashMap<String, u32>,
-    value_ids: &mut Vec<FxHashMap<String, u32>>,
-    values: &mut Vec<Vec<u32>>,
-    key: &str,
-    snapshot: &Snapshot,
-) -> u32 {
-    if let Some(k) = key_ids.get(key) {
-        return *k;
+/// Topology keys by id, and each node's value id of every key.
+#[derive(Debug, Default)]
+pub struct TopologyValues {
+    /// Topology keys by id.
+    pub keys: Vec<String>,
+    key_ids: FxHashMap<String, u32>,
+    /// Value ids per key.
+    value_ids: Vec<FxHashMap<String, u32>>,
+    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`]. Shared with the
+    /// states that read it; written only where a node's labels changed.
+    pub values: Arc<Vec<Vec<u32>>>,
+}
+
+impl TopologyValues {
+    /// The id of a topology key, registering it (and every node's value of it) when new.
+    fn key(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
+        if let Some(k) = self.key_ids.get(key) {
+            return *k;
+        }
+        let k = self.keys.len() as u32;
+        self.keys.push(key.to_string());
+        self.key_ids.insert(key.to_string(), k);
+        let mut ids = FxHashMap::default();
+        let column =
+            snapshot.nodes.iter().map(|node| node.labels.get(key).map_or(MISSING, |v| intern(&mut ids, v))).collect();
+        self.value_ids.push(ids);
+        Arc::make_mut(&mut self.values).push(column);
+        k
     }
-    let k = keys.len() as u32;
-    keys.push(key.to_string());
-    key_ids.insert(key.to_string(), k);
-    let mut ids = FxHashMap::default();
-    let column =
-        snapshot.nodes.iter().map(|node| node.labels.get(key).map_or(MISSING, |v| intern(&mut ids, v))).collect();
-    value_ids.push(ids);
-    values.push(column);
-    k
+
+    /// Re-reads node `i`'s value of every key.
+    fn refresh(&mut self, i: usize, node: &crate::node_info::NodeInfo) {
+        for k in 0..self.keys.len() {
+            let v = match node.labels.get(&self.keys[k]) {
+                Some(v) => intern(&mut self.value_ids[k], v),
+                None => MISSING,
+            };
+            if self.values[k][i] != v {
+                Arc::make_mut(&mut self.values)[k][i] = v;
+            }
+        }
+    }
+
+    /// Number of distinct values of each key.
+    fn value_counts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.value_ids.iter().map(FxHashMap::len)
+    }
 }
 
 fn intern(ids: &mut FxHashMap<String, u32>, v: &str) -> u32 {
@@ -223,15 +239,7 @@ impl AffinityCache {
                 fa.contribute(i, -1);
             }
             let node = &snapshot.nodes[i];
-            for k in 0..fa.keys.len() {
-                let v = match node.labels.get(&fa.keys[k]) {
-                    Some(v) => intern(&mut fa.value_ids[k], v),
-                    None => MISSING,
-                };
-                if fa.values[k][i] != v {
-                    Arc::make_mut(&mut fa.values)[k][i] = v;
-                }
-            }
+            fa.topology.refresh(i, node);
             let mut existing = Vec::new();
             for ep in &node.pods_with_required_anti_affinity {
                 for t in &ep.required_anti_affinity {
@@ -273,21 +281,7 @@ struct ScoreSlot {
     generations: Vec<u64>,
     /// Per node: (key id, delta) pairs.
     contributions: Vec<Vec<(u32, i64)>>,
-    keys: Vec<String>,
-    key_ids: FxHashMap<String, u32>,
-    value_ids: Vec<FxHashMap<String, u32>>,
-    /// `values[k][i]`: node `i`'s value id for key `k`, or [`MISSING`].
-    values: Arc<Vec<Vec<u32>>>,
-}
-
-impl ScoreSlot {
-    fn key_id(&mut self, key: &str, snapshot: &Snapshot) -> u32 {
-        if let Some(k) = self.key_ids.get(key) {
-            return *k;
-        }
-        let values = Arc::make_mut(&mut self.values);
-        register_key(&mut self.keys, &mut self.key_ids, &mut self.value_ids, values, key, snapshot)
-    }
+    topology: TopologyValues,
 }
 
 /// Summed topology scores: `sums[k][v]` for key id `k` and value id `v`, and each node's value ids.
@@ -351,30 +345,22 @@ impl ScoreCache {
                 continue;
             }
             let node = &snapshot.nodes[i];
-            for k in 0..slot.keys.len() {
-                let v = match node.labels.get(&slot.keys[k]) {
-                    Some(v) => intern(&mut slot.value_ids[k], v),
-                    None => MISSING,
-                };
-                if slot.values[k][i] != v {
-                    Arc::make_mut(&mut slot.values)[k][i] = v;
-                }
-            }
+            slot.topology.refresh(i, node);
             let mut pairs = Vec::new();
             for (k, delta) in contribution(node) {
-                pairs.push((slot.key_id(&k, snapshot), delta));
+                pairs.push((slot.topology.key(&k, snapshot), delta));
             }
             slot.contributions[i] = pairs;
             slot.generations[i] = snapshot.generations[i];
         }
         let mut out = TopologyScores {
-            sums: slot.value_ids.iter().map(|ids| vec![0; ids.len()]).collect(),
+            sums: slot.topology.value_counts().map(|n| vec![0; n]).collect(),
             any: false,
-            values: slot.values.clone(),
+            values: slot.topology.values.clone(),
         };
         for i in 0..n {
             for &(k, delta) in &slot.contributions[i] {
-                let v = slot.values[k as usize][i];
+                let v = slot.topology.values[k as usize][i];
                 if v != MISSING {
                     out.sums[k as usize][v as usize] += delta;
                     out.any = true;

@@ -38,8 +38,8 @@ impl FilterPlugin for InterPodAffinity {
                 affinity_keys: f.affinity_keys.clone(),
                 anti_keys: f.anti_keys.clone(),
                 self_match: !affinity_terms.is_empty() && affinity_terms.iter().all(|t| t.matches(pod, &NO_LABELS)),
-                values: f.values.clone(),
-                keys: f.keys.clone(),
+                values: f.topology.values.clone(),
+                keys: f.topology.keys.clone(),
                 index: snapshot.index.clone(),
             });
         if state.sums.existing_total == 0 && affinity_terms.is_empty() && anti_terms.is_empty() {
