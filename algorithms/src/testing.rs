@@ -112,6 +112,18 @@ impl PodBuilder {
         self
     }
 
+    /// Requests an extended resource on the first container, with the equal limit the
+    /// API server requires for resources that cannot be overcommitted.
+    pub fn device(self, name: &str, qty: &str) -> Self {
+        let mut b = self.req_list(&[(name, qty)]);
+        let spec = b.spec();
+        if let Some(c) = spec.containers.first_mut() {
+            let res = c.resources.get_or_insert_with(Default::default);
+            res.limits.get_or_insert_with(Default::default).insert(name.into(), q(qty));
+        }
+        b
+    }
+
     /// Adds a container with requests (empty strings leave a resource unset).
     pub fn container(mut self, cpu: &str, mem: &str) -> Self {
         let spec = self.spec();

@@ -1,0 +1,325 @@
+//! `custom-scheduler run` against a real kube-apiserver v1.36.2 and etcd, started by the
+//! tests from `KUBE_ASSETS`. There is no kubelet: bound pods stay Pending, which is all a
+//! scheduler sees of them anyway; where a controller would act, the test says so.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use realapi::{Ours, events_about, plane, pod_scheduled};
+use testing::api::{self, node_of};
+use testing::check::placement_errors;
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+const GPU: &str = "nvidia.com/gpu";
+
+/// 24 CPU nodes over three zones (every fourth with an SSD label), 6 tainted nodes with 4
+/// GPUs each, and one cordoned node.
+fn mixed_nodes() -> Vec<Node> {
+    let zones = ["a", "b", "c"];
+    let mut nodes = Vec::new();
+    for i in 0..24 {
+        nodes.push(
+            NodeBuilder::new(&format!("cpu-{i:02}"))
+                .capacity("4", "16Gi", "110")
+                .label(ZONE, zones[i % 3])
+                .label("disk", if i % 4 == 0 { "ssd" } else { "hdd" })
+                .build(),
+        );
+    }
+    for i in 0..6 {
+        nodes.push(
+            NodeBuilder::new(&format!("gpu-{i}"))
+                .capacity("8", "32Gi", "110")
+                .resource(GPU, "4")
+                .label(ZONE, zones[i % 3])
+                .taint(GPU, "present", "NoSchedule")
+                .build(),
+        );
+    }
+    nodes.push(NodeBuilder::new("cordoned").capacity("4", "16Gi", "110").label(ZONE, "a").unschedulable(true).build());
+    nodes
+}
+
+fn pod(ns: &str, name: &str) -> PodBuilder {
+    PodBuilder::new(name).namespace(ns).scheduler("custom-scheduler").req("200m", "256Mi")
+}
+
+/// Plain, SSD-selecting, GPU, zone-spread, anti-affine and zonal pods, other schedulers'
+/// pods, and pods too big for any node.
+fn mixed_pods(ns: &str) -> Vec<Pod> {
+    let mut pods = Vec::new();
+    pods.extend((0..150).map(|i| pod(ns, &format!("plain-{i:03}")).build()));
+    pods.extend((0..40).map(|i| pod(ns, &format!("ssd-{i:02}")).node_selector("disk", "ssd").build()));
+    pods.extend(
+        (0..30).map(|i| {
+            pod(ns, &format!("gpu-{i:02}")).toleration(GPU, "Exists", "", "NoSchedule").device(GPU, "1").build()
+        }),
+    );
+    pods.extend((0..30).map(|i| {
+        pod(ns, &format!("spread-{i:02}"))
+            .label("app", "spread")
+            .spread(1, ZONE, "DoNotSchedule", &[("app", "spread")])
+            .build()
+    }));
+    pods.extend((0..20).map(|i| {
+        pod(ns, &format!("anti-{i:02}"))
+            .label("app", "anti")
+            .pod_anti_affinity(affinity_term(&[("app", "anti")], HOSTNAME))
+            .build()
+    }));
+    pods.extend((0..20).map(|i| {
+        pod(ns, &format!("zonal-{i:02}")).required_node_affinity(vec![node_term(ZONE, "In", &["a", "b"])]).build()
+    }));
+    pods.extend((0..10).map(|i| pod(ns, &format!("other-{i:02}")).scheduler("other-scheduler").build()));
+    pods.extend((0..3).map(|i| pod(ns, &format!("huge-{i}")).req("64", "1Gi").build()));
+    pods
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_backlog_is_bound_once_each_validly_with_kube_schedulers_events_and_conditions() {
+    let Some(p) = plane("a_mixed_backlog_is_bound_once_each_validly_with_kube_schedulers_events_and_conditions").await
+    else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "backlog";
+    api::create_namespace(client, ns).await.unwrap();
+    api::create_nodes(client, &mixed_nodes(), 16).await.unwrap();
+    let pods = mixed_pods(ns);
+    api::create_pods(client, &pods, 32).await.unwrap();
+    let ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+
+    // Ours are all but the other scheduler's 10; all bound but 6 GPU pods (24 GPUs for
+    // 30 pods) and the 3 huge pods.
+    let expect_bound = pods.len() - 10 - 6 - 3;
+    let unschedulable = 9;
+    let final_pods = api::wait_for("every pod decided", Duration::from_secs(90), || async {
+        let list = api::pods(client, ns).await.ok()?;
+        let bound = list.iter().filter(|p| node_of(p).is_some()).count();
+        let failed = list.iter().filter(|p| pod_scheduled(p).is_some_and(|c| c.0 == "False")).count();
+        (bound >= expect_bound && failed >= unschedulable).then_some(list)
+    })
+    .await;
+    // Let any late bind or event land before judging.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let final_pods = api::pods(client, ns).await.unwrap_or(final_pods);
+    let nodes = api::nodes(client).await.unwrap();
+    let events = api::wait_for("events of every decision", Duration::from_secs(30), || async {
+        let ev = api::events(client, ns).await.ok()?;
+        let scheduled = ev.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
+        (scheduled >= expect_bound).then_some(ev)
+    })
+    .await;
+
+    let errors = placement_errors(&nodes, &final_pods);
+    assert!(errors.is_empty(), "invalid placements:\n{}", errors.join("\n"));
+
+    let bound: Vec<&Pod> = final_pods.iter().filter(|p| node_of(p).is_some()).collect();
+    assert_eq!(bound.len(), expect_bound, "bound pods");
+    let mut gpu_used: BTreeMap<&str, i32> = BTreeMap::new();
+    for p in &bound {
+        let name = p.metadata.name.as_deref().unwrap();
+        let node = node_of(p).unwrap();
+        assert!(!name.starts_with("other-") && !name.starts_with("huge-"), "{name} should not be bound");
+        if name.starts_with("gpu-") {
+            assert!(node.starts_with("gpu-"), "{name} on {node}");
+            *gpu_used.entry(node).or_default() += 1;
+        }
+        let scheduled = events_about(&events, name, "Scheduled");
+        assert_eq!(scheduled.len(), 1, "{name}: Scheduled events {scheduled:?}");
+        let e = scheduled[0];
+        assert_eq!(e.note.as_deref(), Some(format!("Successfully assigned {ns}/{name} to {node}").as_str()));
+        assert_eq!(e.type_.as_deref(), Some("Normal"));
+        assert_eq!(e.action.as_deref(), Some("Binding"));
+        assert_eq!(e.reporting_controller.as_deref(), Some("custom-scheduler"));
+        // The API server's binding subresource sets PodScheduled=True, as for kube-scheduler.
+        assert_eq!(pod_scheduled(p).map(|c| c.0), Some("True".to_string()), "{name}");
+    }
+    assert_eq!(gpu_used.values().sum::<i32>(), 24, "every GPU used once: {gpu_used:?}");
+    assert!(gpu_used.values().all(|n| *n == 4), "{gpu_used:?}");
+
+    let huge = "0/31 nodes are available: 1 node(s) were unschedulable, 24 Insufficient cpu, \
+                6 node(s) had untolerated taint(s).";
+    let gpu = "0/31 nodes are available: 1 node(s) were unschedulable, 30 Insufficient nvidia.com/gpu.";
+    let mut failed = 0;
+    for p in final_pods.iter().filter(|p| node_of(p).is_none()) {
+        let name = p.metadata.name.as_deref().unwrap();
+        if name.starts_with("other-") {
+            assert!(pod_scheduled(p).is_none(), "{name}: another scheduler's pod was touched");
+            assert!(events.iter().all(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(name)));
+            continue;
+        }
+        failed += 1;
+        let want = if name.starts_with("huge-") { huge } else { gpu };
+        assert!(name.starts_with("huge-") || name.starts_with("gpu-"), "{name} left pending");
+        let (status, reason, message) = pod_scheduled(p).unwrap();
+        assert_eq!((status.as_str(), reason.as_deref()), ("False", Some("Unschedulable")), "{name}");
+        assert_eq!(message.as_deref(), Some(want), "{name}");
+        let warnings = events_about(&events, name, "FailedScheduling");
+        assert!(!warnings.is_empty(), "{name}: no FailedScheduling event");
+        assert!(warnings.iter().all(|e| e.note.as_deref() == Some(want) && e.type_.as_deref() == Some("Warning")));
+    }
+    assert_eq!(failed, unschedulable);
+    let scheduled = ours.metric("scheduler_schedule_attempts_total", &["result=\"scheduled\""]).await;
+    assert_eq!(scheduled as usize, expect_bound, "scheduled attempts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_schedulers_pods_are_left_alone_and_a_pod_deleted_while_pending_is_never_bound() {
+    let Some(p) = plane("other_schedulers_pods_are_left_alone_and_a_pod_deleted_while_pending_is_never_bound").await
+    else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "shared";
+    api::create_namespace(client, ns).await.unwrap();
+    let nodes: Vec<Node> = (0..6)
+        .map(|i| NodeBuilder::new(&format!("n{i}")).capacity("8", "32Gi", "110").label(ZONE, "a").build())
+        .collect();
+    api::create_nodes(client, &nodes, 8).await.unwrap();
+    // kube-scheduler runs beside ours with its default profile.
+    let _kube = testing::start_kube_scheduler(&p.plane, "kube-scheduler", serde_json::json!({})).unwrap();
+    let ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let mut pods: Vec<Pod> = (0..40).map(|i| pod(ns, &format!("ours-{i:02}")).build()).collect();
+    pods.extend((0..40).map(|i| pod(ns, &format!("theirs-{i:02}")).scheduler("default-scheduler").build()));
+    pods.extend((0..10).map(|i| pod(ns, &format!("nobodys-{i:02}")).scheduler("nobody").build()));
+    // A pod no node fits yet.
+    pods.push(pod(ns, "waiter").node_selector("pool", "late").build());
+    api::create_pods(client, &pods, 16).await.unwrap();
+
+    api::wait_for("the waiter to be found unschedulable", Duration::from_secs(60), || async {
+        let pods = api::pods(client, ns).await.ok()?;
+        let w = pods.iter().find(|p| p.metadata.name.as_deref() == Some("waiter"))?;
+        pod_scheduled(w).filter(|c| c.0 == "False").map(|_| ())
+    })
+    .await;
+    let pods_api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+    pods_api
+        .delete("waiter", &kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
+        .await
+        .unwrap();
+    // The node it was waiting for arrives after it is gone; a sentinel proves the
+    // scheduler has seen that node.
+    let late = NodeBuilder::new("late").capacity("8", "32Gi", "110").label("pool", "late").build();
+    api::create_node(client, &late).await.unwrap();
+    api::create_pod(client, &pod(ns, "sentinel").node_selector("pool", "late").build()).await.unwrap();
+
+    let final_pods = api::wait_bound(client, ns, 81, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let events = api::events(client, ns).await.unwrap();
+    let sentinel = final_pods.iter().find(|p| p.metadata.name.as_deref() == Some("sentinel")).unwrap();
+    assert_eq!(node_of(sentinel), Some("late"));
+    assert!(events_about(&events, "waiter", "Scheduled").is_empty(), "the deleted pod was bound");
+    for p in &final_pods {
+        let name = p.metadata.name.as_deref().unwrap();
+        let scheduled = events_about(&events, name, "Scheduled");
+        let by: Vec<_> = scheduled.iter().map(|e| e.reporting_controller.as_deref().unwrap_or("")).collect();
+        match name.split('-').next() {
+            Some("ours") | Some("sentinel") => assert_eq!(by, ["custom-scheduler"], "{name}"),
+            Some("theirs") => assert_eq!(by, ["default-scheduler"], "{name}"),
+            _ => {
+                assert!(node_of(p).is_none() && pod_scheduled(p).is_none(), "{name} was touched");
+                assert!(events.iter().all(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(name)));
+            }
+        }
+    }
+    let scheduled = ours.metric("scheduler_schedule_attempts_total", &["result=\"scheduled\""]).await;
+    assert_eq!(scheduled as usize, 41, "ours bound its 40 pods and the sentinel");
+}
+
+/// Every way a pod can fail to fit, on four nodes: a small one holding a pod with a host
+/// port and anti-affinity, a tainted one, a cordoned one, and one out of pod slots.
+fn unfit_cluster(ns: &str) -> (Vec<Node>, Vec<Pod>, Vec<Pod>) {
+    let nodes = vec![
+        NodeBuilder::new("n1").capacity("2", "4Gi", "110").label(ZONE, "a").resource(GPU, "1").build(),
+        NodeBuilder::new("n2")
+            .capacity("2", "4Gi", "110")
+            .label(ZONE, "b")
+            .taint("dedicated", "infra", "NoSchedule")
+            .build(),
+        NodeBuilder::new("n3").capacity("2", "4Gi", "110").label(ZONE, "c").unschedulable(true).build(),
+        NodeBuilder::new("n4").capacity("4", "8Gi", "1").label(ZONE, "a").build(),
+    ];
+    let existing = vec![
+        PodBuilder::new("web-0")
+            .namespace(ns)
+            .label("app", "web")
+            .req("500m", "256Mi")
+            .host_port("", "TCP", 8080)
+            .node_name("n1")
+            .build(),
+        PodBuilder::new("guard")
+            .namespace(ns)
+            .req("100m", "64Mi")
+            .pod_anti_affinity(affinity_term(&[("app", "intruder")], HOSTNAME))
+            .node_name("n1")
+            .build(),
+        PodBuilder::new("filler").namespace(ns).req("100m", "64Mi").node_name("n4").build(),
+    ];
+    let pending = vec![
+        pod(ns, "big").req("3", "1Gi").build(),
+        pod(ns, "selector").node_selector("tier", "db").build(),
+        pod(ns, "port").host_port("", "TCP", 8080).build(),
+        pod(ns, "anti").pod_anti_affinity(affinity_term(&[("app", "web")], HOSTNAME)).build(),
+        pod(ns, "affinity").pod_affinity(affinity_term(&[("app", "absent")], ZONE)).build(),
+        pod(ns, "gpu").device(GPU, "2").build(),
+        pod(ns, "spread").label("app", "web").spread(1, ZONE, "DoNotSchedule", &[("app", "web")]).build(),
+        pod(ns, "intruder").label("app", "intruder").build(),
+    ];
+    (nodes, existing, pending)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unschedulable_messages_are_kube_schedulers_word_for_word() {
+    let Some(p) = plane("unschedulable_messages_are_kube_schedulers_word_for_word").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "unfit";
+    api::create_namespace(client, ns).await.unwrap();
+    let (nodes, existing, pending) = unfit_cluster(ns);
+    api::create_nodes(client, &nodes, 4).await.unwrap();
+    api::create_pods(client, &existing, 4).await.unwrap();
+    api::create_pods(client, &pending, 8).await.unwrap();
+    let n = pending.len();
+
+    let messages = |marker: Option<&'static str>| async move {
+        api::wait_for("a PodScheduled=False message on every pending pod", Duration::from_secs(60), || async {
+            let pods = api::pods(client, ns).await.ok()?;
+            let found: BTreeMap<String, String> = pods
+                .iter()
+                .filter(|p| node_of(p).is_none())
+                .filter_map(|p| {
+                    let (status, _, message) = pod_scheduled(p)?;
+                    let message = message?;
+                    (status == "False" && marker.is_none_or(|m| message.contains(m)))
+                        .then(|| (p.metadata.name.clone().unwrap_or_default(), message))
+                })
+                .collect();
+            (found.len() == n).then_some(found)
+        })
+        .await
+    };
+    let mut ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let mine = messages(None).await;
+    ours.process.stop(Duration::from_secs(10)).await;
+
+    // The same pods, still pending, now judged by kube-scheduler with a profile of the same
+    // name. Its messages go on after the first sentence with what its post-filter plugins
+    // tried ("no new claims to deallocate, preemption: …"), which marks them as its own.
+    let config = serde_json::json!({"profiles": [{"schedulerName": "custom-scheduler"}]});
+    let _kube = testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap();
+    let theirs = messages(Some(" preemption: ")).await;
+    for (name, message) in &theirs {
+        let first_sentence = message.split_once(". ").map(|(s, _)| format!("{s}.")).unwrap_or_default();
+        assert_eq!(mine.get(name), Some(&first_sentence), "{name}");
+    }
+    let bound = api::pods(client, ns).await.unwrap().iter().filter(|p| node_of(p).is_some()).count();
+    assert_eq!(bound, existing.len(), "kube-scheduler placed a pod ours found no node for");
+}

@@ -1,0 +1,39 @@
+//! kube-scheduler started beside the control plane, with a configuration of the test's.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::{ControlPlane, HarnessError, Process, free_port};
+
+/// Starts kube-scheduler with `config`, a `KubeSchedulerConfiguration` as JSON. The
+/// harness points `clientConnection.kubeconfig` at the control plane and turns leader
+/// election off unless the configuration says otherwise.
+pub fn start_kube_scheduler(plane: &ControlPlane, name: &str, mut config: Value) -> Result<Process, HarnessError> {
+    let kubeconfig = plane.kubeconfig().display().to_string();
+    if let Some(obj) = config.as_object_mut() {
+        obj.entry("apiVersion").or_insert_with(|| json!("kubescheduler.config.k8s.io/v1"));
+        obj.entry("kind").or_insert_with(|| json!("KubeSchedulerConfiguration"));
+        let conn = obj.entry("clientConnection").or_insert_with(|| json!({}));
+        if let Some(conn) = conn.as_object_mut() {
+            conn.insert("kubeconfig".into(), json!(kubeconfig));
+        }
+        let le = obj.entry("leaderElection").or_insert_with(|| json!({}));
+        if let Some(le) = le.as_object_mut() {
+            le.entry("leaderElect").or_insert(json!(false));
+        }
+    }
+    let dir = plane.dir();
+    let path = dir.join(format!("{name}-config.json"));
+    std::fs::write(&path, config.to_string())
+        .map_err(|e| HarnessError::Io(format!("failed to write {}", path.display()), e))?;
+    let mut cmd = Command::new(plane.assets().kube_scheduler());
+    cmd.arg(format!("--config={}", path.display()))
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={}", free_port()?))
+        .arg(format!("--cert-dir={}", dir.join(format!("{name}-certs")).display()))
+        .arg(format!("--authentication-kubeconfig={kubeconfig}"))
+        .arg(format!("--authorization-kubeconfig={kubeconfig}"))
+        .arg("-v=2");
+    Process::spawn(name, cmd, &dir.join(format!("{name}.log")))
+}
