@@ -231,6 +231,11 @@ impl Cache {
         self.pods.get(key).is_some_and(|s| s.assumed)
     }
 
+    /// Assumed pods whose binding call has not returned.
+    pub fn binding_in_progress(&self) -> usize {
+        self.pods.values().filter(|s| s.assumed && s.deadline.is_none()).count()
+    }
+
     /// The node a pod is placed on, if any.
     pub fn node_of(&self, key: &str) -> Option<&str> {
         self.pods.get(key).map(|s| s.node.as_str())

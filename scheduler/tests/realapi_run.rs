@@ -323,3 +323,200 @@ async fn unschedulable_messages_are_kube_schedulers_word_for_word() {
     let bound = api::pods(client, ns).await.unwrap().iter().filter(|p| node_of(p).is_some()).count();
     assert_eq!(bound, existing.len(), "kube-scheduler placed a pod ours found no node for");
 }
+
+/// Ten 8-CPU nodes over three zones and `n` pods of 100m in `ns`.
+async fn small_backlog(client: &kube::Client, ns: &str, n: usize) -> Vec<Pod> {
+    api::create_namespace(client, ns).await.unwrap();
+    let nodes: Vec<Node> = (0..10)
+        .map(|i| {
+            NodeBuilder::new(&format!("n{i}")).capacity("8", "32Gi", "110").label(ZONE, ["a", "b", "c"][i % 3]).build()
+        })
+        .collect();
+    api::create_nodes(client, &nodes, 10).await.unwrap();
+    let pods: Vec<Pod> = (0..n).map(|i| pod(ns, &format!("p{i:03}")).req("100m", "128Mi").build()).collect();
+    api::create_pods(client, &pods, 32).await.unwrap();
+    pods
+}
+
+/// A client rate low enough (binds and events share it) that a backlog takes seconds.
+fn slow_writes(extra: serde_json::Value) -> serde_json::Value {
+    let mut config = serde_json::json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"qps": 40, "burst": 10},
+        "profiles": [{"schedulerName": "custom-scheduler"}],
+    });
+    if let (Some(c), Some(e)) = (config.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    config
+}
+
+/// Every pod bound, none with more than one Scheduled event, each event naming the pod's
+/// node, and at most `unrecorded` bound pods without an event (a scheduler killed between
+/// a bind and its event, or a bind whose answer was lost with the connection).
+async fn assert_all_bound_once(
+    client: &kube::Client,
+    ns: &str,
+    n: usize,
+    unrecorded: usize,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let pods = api::wait_bound(client, ns, n, Duration::from_secs(120)).await;
+    let with_event = |ev: &[k8s_openapi::api::events::v1::Event]| {
+        ev.iter()
+            .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+            .filter_map(|e| e.regarding.as_ref()?.name.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    api::wait_for("Scheduled events", Duration::from_secs(30), || async {
+        let ev = api::events(client, ns).await.ok()?;
+        (with_event(&ev) + unrecorded >= n).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let events = api::events(client, ns).await.unwrap();
+    for p in &pods {
+        let name = p.metadata.name.as_deref().unwrap();
+        let scheduled = events_about(&events, name, "Scheduled");
+        assert!(scheduled.len() <= 1, "{name}: {scheduled:?}");
+        let node = node_of(p).unwrap();
+        for e in scheduled {
+            assert!(e.note.as_deref().unwrap_or("").ends_with(&format!(" to {node}")), "{name}: {e:?}");
+        }
+    }
+    assert!(with_event(&events) + unrecorded >= n, "{} of {n} pods have a Scheduled event", with_event(&events));
+    let errors = placement_errors(&api::nodes(client).await.unwrap(), &pods);
+    assert!(errors.is_empty(), "{errors:?}");
+    events
+}
+
+async fn bound_count(client: &kube::Client, ns: &str) -> usize {
+    api::pods(client, ns).await.map(|l| l.iter().filter(|p| node_of(p).is_some()).count()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_within_the_lease_when_the_leader_is_killed() {
+    let Some(p) = plane("the_standby_takes_over_within_the_lease_when_the_leader_is_killed").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "ha";
+    let n = 200;
+    let lease = serde_json::json!({"leaderElection": {
+        "leaderElect": true, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms",
+        "resourceNamespace": "kube-system", "resourceName": "custom-scheduler"}});
+    let mut a = Ours::start(&p.plane, "replica-a", Some(slow_writes(lease.clone())), &[]);
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), "kube-system");
+    let holder = || async {
+        let l = leases.get_opt("custom-scheduler").await.ok()??;
+        l.spec?.holder_identity.filter(|h| !h.is_empty())
+    };
+    assert_eq!(api::wait_for("replica-a to lead", Duration::from_secs(30), holder).await, "replica-a");
+    let b = Ours::start(&p.plane, "replica-b", Some(slow_writes(lease)), &[]);
+    api::wait_for("replica-b to sync", Duration::from_secs(30), || async { b.get("/readyz").await.map(|_| ()) }).await;
+    small_backlog(client, ns, n).await;
+
+    api::wait_for("50 pods bound by the leader", Duration::from_secs(60), || async {
+        (bound_count(client, ns).await >= 50).then_some(())
+    })
+    .await;
+    a.process.kill();
+    let killed = std::time::Instant::now();
+    let at_kill = bound_count(client, ns).await;
+    assert!(at_kill < n, "the backlog drained before the leader was killed");
+    let new = api::wait_for("replica-b to take the lease", Duration::from_secs(15), || async {
+        holder().await.filter(|h| h == "replica-b")
+    })
+    .await;
+    let takeover = killed.elapsed();
+    assert_eq!(new, "replica-b");
+    // Lease duration 4 s, plus one retry period of the standby, plus the time to notice.
+    assert!(takeover <= Duration::from_secs(6), "took over after {takeover:?}");
+
+    let events = assert_all_bound_once(client, ns, n, 64).await;
+    let by_b = events.iter().filter(|e| e.reporting_instance.as_deref() == Some("replica-b")).count();
+    assert!(by_b > 0 && by_b <= n - 50 + 64, "replica-b bound {by_b}");
+    println!("leader killed with {at_kill}/{n} bound; replica-b took the lease {takeover:?} later and bound {by_b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_drains_across_a_kube_apiserver_restart() {
+    let Some(mut p) = plane("the_backlog_drains_across_a_kube_apiserver_restart").await else {
+        return;
+    };
+    let ns = "restart";
+    let n = 200;
+    small_backlog(&p.client, ns, n).await;
+    let ours = Ours::start(&p.plane, "custom-scheduler", Some(slow_writes(serde_json::json!({}))), &[]);
+    api::wait_for("40 pods bound", Duration::from_secs(60), || async {
+        (bound_count(&p.client, ns).await >= 40).then_some(())
+    })
+    .await;
+    p.plane.kill_apiserver();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    p.plane.start_apiserver().await.unwrap();
+    let client = p.plane.client().await.unwrap();
+    let before = bound_count(&client, ns).await;
+    assert!(before < n, "the backlog drained before the restart");
+
+    // After the restart: a new node and pods that fit only there, to show the node and
+    // pod watches are back.
+    let late = NodeBuilder::new("late").capacity("8", "32Gi", "110").label("pool", "late").build();
+    api::create_node(&client, &late).await.unwrap();
+    let extra: Vec<Pod> = (0..20)
+        .map(|i| pod(ns, &format!("late-{i:02}")).req("100m", "128Mi").node_selector("pool", "late").build())
+        .collect();
+    api::create_pods(&client, &extra, 8).await.unwrap();
+    assert_all_bound_once(&client, ns, n + extra.len(), 64).await;
+    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    assert!(log.contains("watch failed"), "the watches never noticed the restart");
+    let relisted = log.contains("relisting");
+    println!(
+        "{before}/{n} bound when kube-apiserver came back (410 Gone seen: {relisted}); every pod bound once after it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_sent_binds_finish_and_releases_the_rest() {
+    let Some(p) = plane("sigterm_lets_sent_binds_finish_and_releases_the_rest").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "term";
+    let n = 200;
+    small_backlog(client, ns, n).await;
+    let mut ours = Ours::start(&p.plane, "first", Some(slow_writes(serde_json::json!({}))), &["--log-format", "json"]);
+    api::wait_for("40 pods bound", Duration::from_secs(60), || async {
+        (bound_count(client, ns).await >= 40).then_some(())
+    })
+    .await;
+    let status = ours.process.stop(Duration::from_secs(40)).await.unwrap();
+    assert!(status.success(), "exit status {status}");
+    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    let stopped: serde_json::Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["fields"]["message"] == "stopped")
+        .unwrap_or_else(|| panic!("no final report in the log:\n{log}"));
+    assert_eq!(stopped["fields"]["unfinished"], 0, "{stopped}");
+
+    // What it bound before exiting is bound, with its event; nothing else was touched.
+    let pods = api::pods(client, ns).await.unwrap();
+    let events = api::events(client, ns).await.unwrap();
+    let bound: Vec<&Pod> = pods.iter().filter(|p| node_of(p).is_some()).collect();
+    for p in &bound {
+        let name = p.metadata.name.as_deref().unwrap();
+        assert_eq!(events_about(&events, name, "Scheduled").len(), 1, "{name}");
+    }
+    assert!(bound.len() < n, "the backlog drained before the signal");
+    let bound_at_exit = bound.len();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(bound_count(client, ns).await, bound_at_exit, "a bind landed after the process exited");
+
+    // A new scheduler takes the rest.
+    let _second = Ours::start(&p.plane, "second", None, &[]);
+    assert_all_bound_once(client, ns, n, 0).await;
+    println!("{bound_at_exit}/{n} bound at exit; released {}", stopped["fields"]["released"]);
+}

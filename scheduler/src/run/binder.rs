@@ -69,6 +69,10 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
 /// Binds one pod and applies the outcome to the cache and queue.
 pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<Reporter>, req: BindRequest) {
     shared.limiter.until_ready().await;
+    if shared.stopping() {
+        shared.release(&req.pod.key());
+        return;
+    }
     let t0 = Instant::now();
     let outcome = bind(&client, &req.pod, &req.node).await;
     let key = req.pod.key();

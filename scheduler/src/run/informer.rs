@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use algorithms::{NodeInfo, PodInfo};
 use futures::{StreamExt, stream};
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::Shared;
 use crate::cache::NodeChange;
@@ -23,6 +23,7 @@ enum Update {
     Node(Event<Node>),
     Pod(Event<Pod>),
     Namespace(Event<Namespace>),
+    Expired(&'static str),
     Failed(&'static str, String),
 }
 
@@ -59,21 +60,65 @@ fn pod_key(p: &Pod) -> String {
     format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
 }
 
+/// Watch retries start at 200 ms and grow to at most 5 s (with jitter), so that the cache
+/// catches up within seconds of an API server coming back.
+fn backoff() -> watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+/// Whether the error is 410 Gone: the resource version is too old and the watcher
+/// relists on its own, so there is nothing to back off from.
+fn is_gone(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchError(s) => s.code == 410,
+        watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::InitialListFailed(kube::Error::Api(s)) => s.code == 410,
+        _ => false,
+    }
+}
+
+/// A watch of `api` as a stream of updates: events, `Expired` when the watcher relists
+/// after 410 Gone (at once), and failures (retried with [`backoff`]).
+fn watch<K>(
+    kind: &'static str,
+    api: Api<K>,
+    cfg: watcher::Config,
+    wrap: fn(Event<K>) -> Update,
+) -> impl futures::Stream<Item = Update> + Send
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    watcher::watcher(api, cfg)
+        .map(|r| match r {
+            Ok(ev) => Ok(Some(ev)),
+            Err(e) if is_gone(&e) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .backoff(backoff())
+        .map(move |r| match r {
+            Ok(Some(ev)) => wrap(ev),
+            Ok(None) => Update::Expired(kind),
+            Err(e) => Update::Failed(kind, e.to_string()),
+        })
+}
+
 /// Runs the watches until the process stops.
 pub async fn run(client: Client, shared: Arc<Shared>) {
     let cfg = watcher::Config::default();
-    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
-        .default_backoff()
-        .map(|r| r.map_or_else(|e| Update::Failed("nodes", e.to_string()), Update::Node));
-    let pods = watcher::watcher(
+    let nodes = watch("nodes", Api::<Node>::all(client.clone()), cfg.clone(), Update::Node);
+    let pods = watch(
+        "pods",
         Api::<Pod>::all(client.clone()),
         cfg.clone().fields("status.phase!=Succeeded,status.phase!=Failed"),
-    )
-    .default_backoff()
-    .map(|r| r.map_or_else(|e| Update::Failed("pods", e.to_string()), Update::Pod));
-    let namespaces = watcher::watcher(Api::<Namespace>::all(client), cfg)
-        .default_backoff()
-        .map(|r| r.map_or_else(|e| Update::Failed("namespaces", e.to_string()), Update::Namespace));
+        Update::Pod,
+    );
+    let namespaces = watch("namespaces", Api::<Namespace>::all(client), cfg, Update::Namespace);
     let mut all = stream::select_all([nodes.boxed(), pods.boxed(), namespaces.boxed()]);
     let mut known_nodes = Known::default();
     let mut known_pods = Known::default();
@@ -83,6 +128,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         let now = Instant::now();
         match update {
             Update::Failed(kind, e) => warn!(kind, error = %e, "watch failed; retrying with backoff"),
+            Update::Expired(kind) => info!(kind, "watch expired (410 Gone); relisting"),
             Update::Node(ev) => match ev {
                 Event::Init => known_nodes.begin(),
                 Event::InitApply(n) | Event::Apply(n) => {

@@ -15,7 +15,7 @@ pub mod server;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,8 @@ pub struct Shared {
     pub limiter: DefaultDirectRateLimiter,
     leader: AtomicBool,
     stopping: AtomicBool,
+    /// Assumed pods whose binding was not sent because the scheduler was stopping.
+    released: AtomicUsize,
 }
 
 impl Shared {
@@ -104,6 +106,7 @@ impl Shared {
             limiter: RateLimiter::direct(quota),
             leader: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            released: AtomicUsize::new(0),
         }
     }
 
@@ -115,6 +118,18 @@ impl Shared {
     /// Wakes the scheduling thread.
     pub fn wake(&self) {
         self.cv.notify_all();
+    }
+
+    /// Whether the scheduler is shutting down.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Drops the assumption of a pod whose binding will not be sent because the scheduler
+    /// is stopping; the pod stays pending in the API for the next scheduler to take.
+    pub fn release(&self, key: &str) {
+        self.lock().engine.cache.forget(key);
+        self.released.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Whether every cache has synced.
@@ -237,6 +252,10 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                 match work {
                     Work::Bind(req) => {
                         let Ok(permit) = permits.clone().acquire_owned().await else { break };
+                        if shared.stopping() {
+                            shared.release(&req.pod.key());
+                            continue;
+                        }
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
                         tokio::spawn(async move {
                             binder::bind_and_record(c, s, r, req).await;
@@ -253,7 +272,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     };
 
     shutdown.await;
-    info!("shutting down: no new pods are taken; waiting for binds in flight");
+    info!("shutting down: no new pods are taken; binds already sent finish, the others are released");
     shared.stopping.store(true, Ordering::SeqCst);
     shared.wake();
     let _ = tokio::task::spawn_blocking(move || cycle_thread.join()).await;
@@ -262,6 +281,8 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     if tokio::time::timeout(Duration::from_secs(30), permits.acquire_many(n)).await.is_err() {
         warn!("binds still in flight after 30s; exiting anyway");
     }
+    let unfinished = shared.lock().engine.cache.binding_in_progress();
+    info!(released = shared.released.load(Ordering::SeqCst), unfinished, "stopped");
     let _ = stop_tx.send(true);
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
