@@ -21,8 +21,11 @@ pub trait ClusterView: Send + Sync {
     fn snapshot(&self) -> Arc<Snapshot>;
     /// Whether the caches have synced.
     fn ready(&self) -> bool;
-    /// Creates the Binding and assumes the pod on the node.
-    fn bind(&self, args: types::ExtenderBindingArgs) -> BoxFuture<'static, Result<(), String>>;
+    /// Creates the Binding, once the pod still passes `profile`'s filters on the node with
+    /// the pods bound and assumed so far, and assumes it there. The check and the
+    /// assumption are one step, so two binds racing for the last devices of a node cannot
+    /// both succeed: the loser gets an error and kube-scheduler retries its pod.
+    fn bind(&self, args: types::ExtenderBindingArgs, profile: Profile) -> BoxFuture<'static, Result<(), String>>;
 }
 
 /// Everything a request handler needs.

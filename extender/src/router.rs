@@ -100,7 +100,7 @@ async fn bind(State(ext): State<Arc<Extender>>, body: Result<Bytes, BytesRejecti
             let error = match &ext.cluster {
                 None => "binding needs cluster access: start the extender with --kubeconfig or inside the cluster"
                     .to_string(),
-                Some(c) => match c.bind(args).await {
+                Some(c) => match c.bind(args, ext.profile.clone()).await {
                     Ok(()) => String::new(),
                     Err(e) => e,
                 },

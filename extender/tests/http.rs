@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use algorithms::config::default_profile;
-use algorithms::{NodeInfo, PodInfo, Snapshot};
+use algorithms::{NodeInfo, PodInfo, Profile, Snapshot};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use extender::types::ExtenderBindingArgs;
@@ -157,7 +157,7 @@ impl ClusterView for DumpCluster {
     fn ready(&self) -> bool {
         true
     }
-    fn bind(&self, args: ExtenderBindingArgs) -> BoxFuture<'static, Result<(), String>> {
+    fn bind(&self, args: ExtenderBindingArgs, _profile: Profile) -> BoxFuture<'static, Result<(), String>> {
         self.bound.lock().unwrap().push(args);
         Box::pin(async { Ok(()) })
     }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use algorithms::config::{DEFAULT_SCHEDULER_NAME, default_profile};
-use algorithms::{PodInfo, Snapshot};
+use algorithms::framework::filter_candidates;
+use algorithms::{PodInfo, Profile, Snapshot};
 use extender::types::ExtenderBindingArgs;
 use extender::{ClusterView, Extender};
 use futures::future::BoxFuture;
@@ -71,7 +72,7 @@ impl ClusterView for KubeCluster {
         self.shared.ready()
     }
 
-    fn bind(&self, args: ExtenderBindingArgs) -> BoxFuture<'static, Result<(), String>> {
+    fn bind(&self, args: ExtenderBindingArgs, profile: Profile) -> BoxFuture<'static, Result<(), String>> {
         let (client, shared) = (self.client.clone(), self.shared.clone());
         Box::pin(async move {
             let api: Api<Pod> = Api::namespaced(client.clone(), &args.pod_namespace);
@@ -82,7 +83,7 @@ impl ClusterView for KubeCluster {
             }
             let key = info.key();
             shared.limiter.until_ready().await;
-            let assumed = shared.lock().engine.cache.assume(&info, &args.node).is_ok();
+            let assumed = assume_if_fits(&shared, &profile, &info, &args.node)?;
             match bind(&client, &info, &args.node).await {
                 BindOutcome::Bound => {
                     if assumed {
@@ -104,6 +105,28 @@ impl ClusterView for KubeCluster {
             }
         })
     }
+}
+
+/// Under the state lock: checks that the pod passes the profile's filters on `node`
+/// (bound and assumed pods counted), then assumes it there. `Ok(false)` when the pod was
+/// already placed in the cache (a retried bind).
+fn assume_if_fits(shared: &Shared, profile: &Profile, pod: &PodInfo, node: &str) -> Result<bool, String> {
+    let mut st = shared.lock();
+    if st.engine.cache.node_of(&pod.key()).is_some() {
+        return Ok(false);
+    }
+    let snap = st.engine.snapshot();
+    let Some(&i) = snap.index.get(node) else {
+        return Err(format!("node {node} is not in the extender's cache"));
+    };
+    let ev = filter_candidates(profile, pod, snap, Some(&[i]));
+    if let Some((_, status)) = ev.rejected.iter().next() {
+        return Err(format!("pod {} no longer fits on {node}: {}", pod.key(), status.message()));
+    }
+    if let Some(err) = ev.error {
+        return Err(format!("running {} plugin failed: {}", err.plugin, err.message()));
+    }
+    Ok(st.engine.cache.assume(pod, node).is_ok())
 }
 
 /// Serves the extender until `shutdown` completes.

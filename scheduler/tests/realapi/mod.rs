@@ -124,3 +124,50 @@ pub fn events_about<'a>(events: &'a [Event], name: &str, reason: &str) -> Vec<&'
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .collect()
 }
+
+/// A running `custom-scheduler extender`.
+pub struct OurExtender {
+    /// The process.
+    pub process: Process,
+    /// Its address.
+    pub listen: SocketAddr,
+}
+
+impl OurExtender {
+    /// Starts the extender on a free port, with cluster access when `cluster` is true, and
+    /// waits for `/readyz`.
+    pub async fn start(plane: &ControlPlane, name: &str, cluster: bool, extra: &[&str]) -> OurExtender {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port().unwrap()));
+        OurExtender::start_on(plane, name, listen, cluster, extra).await
+    }
+
+    /// Starts the extender on `listen`.
+    pub async fn start_on(
+        plane: &ControlPlane,
+        name: &str,
+        listen: SocketAddr,
+        cluster: bool,
+        extra: &[&str],
+    ) -> OurExtender {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("extender").arg("--listen").arg(listen.to_string()).args(extra).env("RUST_LOG", "info");
+        if cluster {
+            cmd.arg("--kubeconfig").arg(plane.kubeconfig());
+        }
+        let process = Process::spawn(name, cmd, &plane.dir().join(format!("{name}.log"))).unwrap();
+        testing::api::wait_for("the extender to be ready", Duration::from_secs(30), || http_get(listen, "/readyz"))
+            .await;
+        OurExtender { process, listen }
+    }
+
+    /// `extender_requests_total` for a verb (all status codes).
+    pub async fn requests(&self, verb: &str) -> f64 {
+        let body = http_get(self.listen, "/metrics").await.unwrap_or_default();
+        metric_value(&body, "extender_requests_total", &[&format!("verb=\"{verb}\"")])
+    }
+
+    /// The `urlPrefix` kube-scheduler calls.
+    pub fn url(&self) -> String {
+        format!("http://{}/scheduler", self.listen)
+    }
+}
