@@ -6,10 +6,20 @@ use serde_json::{Value, json};
 
 use crate::{ControlPlane, HarnessError, Process, free_port};
 
-/// Starts kube-scheduler with `config`, a `KubeSchedulerConfiguration` as JSON. The
-/// harness points `clientConnection.kubeconfig` at the control plane and turns leader
-/// election off unless the configuration says otherwise.
-pub fn start_kube_scheduler(plane: &ControlPlane, name: &str, mut config: Value) -> Result<Process, HarnessError> {
+/// Starts kube-scheduler with `config`, a `KubeSchedulerConfiguration` as JSON, logging at
+/// `-v=2`. The harness points `clientConnection.kubeconfig` at the control plane and turns
+/// leader election off unless the configuration says otherwise.
+pub fn start_kube_scheduler(plane: &ControlPlane, name: &str, config: Value) -> Result<Process, HarnessError> {
+    start_kube_scheduler_with(plane, name, config, &["-v=2"])
+}
+
+/// [`start_kube_scheduler`] with extra command-line flags instead of `-v=2`.
+pub fn start_kube_scheduler_with(
+    plane: &ControlPlane,
+    name: &str,
+    mut config: Value,
+    flags: &[&str],
+) -> Result<Process, HarnessError> {
     let kubeconfig = plane.kubeconfig().display().to_string();
     if let Some(obj) = config.as_object_mut() {
         obj.entry("apiVersion").or_insert_with(|| json!("kubescheduler.config.k8s.io/v1"));
@@ -34,6 +44,6 @@ pub fn start_kube_scheduler(plane: &ControlPlane, name: &str, mut config: Value)
         .arg(format!("--cert-dir={}", dir.join(format!("{name}-certs")).display()))
         .arg(format!("--authentication-kubeconfig={kubeconfig}"))
         .arg(format!("--authorization-kubeconfig={kubeconfig}"))
-        .arg("-v=2");
+        .args(flags);
     Process::spawn(name, cmd, &dir.join(format!("{name}.log")))
 }

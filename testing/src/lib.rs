@@ -4,15 +4,18 @@
 
 pub mod api;
 pub mod assets;
+pub mod backlog;
+pub mod bind_watch;
 pub mod certs;
 pub mod check;
 pub mod control_plane;
 pub mod kube_scheduler;
+pub mod null_binder;
 pub mod process;
 
 pub use assets::{ASSETS_VAR, Assets, assets_or_skip, in_ci};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, free_port};
-pub use kube_scheduler::start_kube_scheduler;
+pub use kube_scheduler::{start_kube_scheduler, start_kube_scheduler_with};
 pub use process::Process;
 
 use std::path::PathBuf;

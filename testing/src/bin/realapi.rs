@@ -1,0 +1,259 @@
+//! Side-by-side drain of a backlog on a real kube-apiserver: `custom-scheduler run`,
+//! kube-scheduler with a profile of the same name, and the null binder (binds with no
+//! scheduling) as the ceiling the API server allows. Prints a Markdown table.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::json;
+use testing::bind_watch::BindWatch;
+use testing::{Assets, ControlPlane, Process, api, backlog, free_port};
+
+const NS: &str = "bench";
+const QPS: u32 = 5000;
+
+#[derive(Parser)]
+#[command(about = "Drain a backlog on a real kube-apiserver with custom-scheduler, kube-scheduler and a null binder")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs every size with every scheduler and prints the table.
+    Compare {
+        /// The custom-scheduler binary.
+        #[arg(long)]
+        scheduler: PathBuf,
+        /// Backlog sizes as NODESxPODS, comma-separated.
+        #[arg(long, default_value = "500x1000,5000x5000")]
+        sizes: String,
+        /// Give up on a run after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Binds in flight for the null binder, comma-separated: each is run and the
+        /// fastest is the ceiling.
+        #[arg(long, default_value = "16,64,256")]
+        null_concurrency: String,
+    },
+    /// Binds the pending pods of a namespace round-robin (run as its own process by `compare`).
+    NullBinder {
+        /// Kubeconfig.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// Namespace of the pods.
+        #[arg(long)]
+        namespace: String,
+        /// Binds in flight at most.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Who {
+    Ours,
+    Kube,
+    /// With this many binds in flight.
+    Null(usize),
+}
+
+impl Who {
+    fn label(self) -> String {
+        match self {
+            Who::Ours => "custom-scheduler".into(),
+            Who::Kube => "kube-scheduler v1.36.2".into(),
+            Who::Null(c) => format!("null binder, {c} in flight (ceiling)"),
+        }
+    }
+
+    fn is_null(self) -> bool {
+        matches!(self, Who::Null(_))
+    }
+}
+
+struct Row {
+    nodes: usize,
+    pods: usize,
+    who: Who,
+    first: f64,
+    last: f64,
+    rate: f64,
+    bound: usize,
+    bad: Option<usize>,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        Cmd::NullBinder { kubeconfig, namespace, concurrency } => rt.block_on(async {
+            let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            let n = testing::null_binder::run(kube::Client::try_from(config)?, &namespace, QPS, concurrency).await?;
+            eprintln!("null binder: {n} pods bound");
+            Ok(())
+        }),
+        Cmd::Compare { scheduler, sizes, timeout, null_concurrency } => {
+            let nulls = null_concurrency.split(',').map(|c| c.trim().parse()).collect::<Result<Vec<usize>, _>>()?;
+            rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &nulls))
+        }
+    }
+}
+
+async fn compare(scheduler: PathBuf, sizes: &str, timeout: Duration, nulls: &[usize]) -> Result<()> {
+    let assets =
+        Assets::from_env()?.context("set KUBE_ASSETS to a folder with etcd, kube-apiserver and kube-scheduler")?;
+    let mut rows = Vec::new();
+    for size in sizes.split(',') {
+        let (n, m) = size.split_once('x').context("sizes are NODESxPODS")?;
+        let (n, m): (usize, usize) = (n.trim().parse()?, m.trim().parse()?);
+        let plane = ControlPlane::start(&assets).await?;
+        let client = plane.client().await?;
+        api::create_namespace(&client, NS).await?;
+        let t = Instant::now();
+        api::create_nodes(&client, &backlog::nodes(n), 64).await?;
+        eprintln!("{n} nodes created in {:.1}s", t.elapsed().as_secs_f64());
+        let mut ceiling: Option<Row> = None;
+        let runs = [Who::Ours, Who::Kube].into_iter().chain(nulls.iter().map(|&c| Who::Null(c)));
+        for who in runs {
+            let row = drain(&plane, &client, &scheduler, who, n, m, timeout).await?;
+            eprintln!(
+                "{n} nodes / {m} pods, {}: first bind {:.2}s, last {:.2}s, {:.0} pods/s, {} bound, bad {:?}",
+                who.label(),
+                row.first,
+                row.last,
+                row.rate,
+                row.bound,
+                row.bad
+            );
+            if who.is_null() {
+                if ceiling.as_ref().is_none_or(|c| row.last < c.last) {
+                    ceiling = Some(row);
+                }
+            } else {
+                rows.push(row);
+            }
+        }
+        rows.extend(ceiling);
+    }
+    println!("{}", table(&rows));
+    Ok(())
+}
+
+fn start(plane: &ControlPlane, scheduler: &PathBuf, who: Who) -> Result<Process> {
+    let config = json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"qps": QPS, "burst": QPS},
+        "profiles": [{"schedulerName": "custom-scheduler"}],
+    });
+    let dir = plane.dir();
+    Ok(match who {
+        Who::Ours => {
+            let path = dir.join("custom-scheduler.json");
+            std::fs::write(&path, config.to_string())?;
+            let listen = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            let mut cmd = Command::new(scheduler);
+            cmd.arg("run").arg("--kubeconfig").arg(plane.kubeconfig()).arg("--config").arg(&path);
+            cmd.arg("--listen").arg(listen.to_string());
+            Process::spawn("custom-scheduler", cmd, &dir.join("custom-scheduler.log"))?
+        }
+        Who::Kube => testing::start_kube_scheduler_with(plane, "kube-scheduler", config, &[])?,
+        Who::Null(concurrency) => {
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.arg("null-binder").arg("--kubeconfig").arg(plane.kubeconfig()).args(["--namespace", NS]);
+            cmd.arg("--concurrency").arg(concurrency.to_string());
+            Process::spawn("null-binder", cmd, &dir.join("null-binder.log"))?
+        }
+    })
+}
+
+async fn drain(
+    plane: &ControlPlane,
+    client: &kube::Client,
+    scheduler: &PathBuf,
+    who: Who,
+    n: usize,
+    m: usize,
+    timeout: Duration,
+) -> Result<Row> {
+    api::create_pods(client, &backlog::pods(m, NS, "custom-scheduler"), 64).await?;
+    let watch = BindWatch::start(client, NS).await?;
+    let started = Instant::now();
+    let mut process = start(plane, scheduler, who)?;
+    while watch.count() < m && started.elapsed() < timeout {
+        if !who.is_null() && process.poll().is_some() {
+            bail!("{} exited early:\n{}", who.label(), process.log_tail(20));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    process.stop(Duration::from_secs(10)).await;
+    let (first, last) = watch.first_and_last().context("nothing was bound")?;
+    let bound = watch.count();
+    let pods = api::pods(client, NS).await?;
+    let bad = match who {
+        Who::Null(_) => None,
+        _ => Some(testing::check::placement_errors(&api::nodes(client).await?, &pods).len()),
+    };
+    let span = last.duration_since(first).as_secs_f64();
+    let row = Row {
+        nodes: n,
+        pods: m,
+        who,
+        first: first.duration_since(started).as_secs_f64(),
+        last: last.duration_since(started).as_secs_f64(),
+        rate: if span > 0.0 { (bound.saturating_sub(1)) as f64 / span } else { 0.0 },
+        bound,
+        bad,
+    };
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    api.delete_collection(
+        &DeleteParams { grace_period_seconds: Some(0), ..Default::default() },
+        &ListParams::default(),
+    )
+    .await?;
+    while !api::pods(client, NS).await?.is_empty() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(row)
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| backlog | scheduler | start → first bind s | start → last bind s | pods/s first → last | bound | bad placements | vs kube-scheduler | share of ceiling |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        let same = |f: fn(Who) -> bool| rows.iter().find(|x| f(x.who) && x.nodes == r.nodes && x.pods == r.pods);
+        let speedup = match (r.who, same(|w| w == Who::Kube)) {
+            (Who::Ours, Some(k)) if r.last > 0.0 => format!("{:.1}x faster", k.last / r.last),
+            _ => String::new(),
+        };
+        let share = match (r.who, same(Who::is_null)) {
+            (Who::Ours | Who::Kube, Some(c)) if r.last > 0.0 => format!("{:.0}%", 100.0 * c.last / r.last),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "| {} nodes / {} pods | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} |\n",
+            r.nodes,
+            r.pods,
+            r.who.label(),
+            r.first,
+            r.last,
+            r.rate,
+            r.bound,
+            r.bad.map(|b| b.to_string()).unwrap_or_else(|| "n/a".into()),
+            speedup,
+            share
+        ));
+    }
+    out
+}
