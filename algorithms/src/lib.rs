@@ -6,6 +6,7 @@
 //! the filter and score plugins that [`framework::evaluate`] runs over it.
 
 pub mod config;
+pub mod events;
 pub mod framework;
 pub mod labels;
 mod lru;

@@ -27,15 +27,32 @@ pub enum CacheError {
     AlreadyPlaced(String),
 }
 
-/// What an node update changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a node update changed.
+#[derive(Debug, Clone)]
 pub enum NodeChange {
     /// A new node.
-    Added,
+    Added(Arc<NodeInfo>),
     /// Labels, taints, schedulability, allocatable or images changed.
-    Changed,
+    Changed {
+        /// Before.
+        old: Arc<NodeInfo>,
+        /// After.
+        new: Arc<NodeInfo>,
+    },
     /// Nothing the scheduler uses changed.
     Unchanged,
+}
+
+impl NodeChange {
+    /// The cluster event for the queue, if anything changed.
+    pub fn event(self) -> Option<algorithms::events::ClusterEvent> {
+        use algorithms::events::ClusterEvent;
+        match self {
+            NodeChange::Added(n) => Some(ClusterEvent::NodeAdded(n)),
+            NodeChange::Changed { old, new } => Some(ClusterEvent::NodeUpdated { old, new }),
+            NodeChange::Unchanged => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -54,7 +71,7 @@ pub struct Cache {
     workloads: Arc<WorkloadSelectors>,
     pods: HashMap<String, PodState>,
     /// Bound pods whose node has not been seen yet, by node name.
-    orphans: HashMap<String, Vec<PodInfo>>,
+    orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     dirty: HashSet<usize>,
     structure_changed: bool,
     images_changed: bool,
@@ -82,15 +99,17 @@ impl Cache {
                 {
                     return NodeChange::Unchanged;
                 }
+                let old = cur.clone();
                 Arc::make_mut(&mut self.nodes[i]).update_node(node);
                 self.dirty.insert(i);
-                NodeChange::Changed
+                NodeChange::Changed { old, new: self.nodes[i].clone() }
             }
             None => {
                 self.index.insert(node.name.clone(), self.nodes.len());
-                self.nodes.push(Arc::new(node));
+                let node = Arc::new(node);
+                self.nodes.push(node.clone());
                 self.structure_changed = true;
-                NodeChange::Added
+                NodeChange::Added(node)
             }
         };
         self.images_changed = true;
@@ -100,12 +119,12 @@ impl Cache {
         change
     }
 
-    /// Removes a node and forgets the pods on it.
-    pub fn remove_node(&mut self, name: &str) {
-        let Some(i) = self.index.remove(name) else { return };
+    /// Removes a node and forgets the pods on it; returns it.
+    pub fn remove_node(&mut self, name: &str) -> Option<Arc<NodeInfo>> {
+        let i = self.index.remove(name)?;
         let removed = self.nodes.remove(i);
         // Pods still bound to the node wait for it (or their deletion) like any orphan.
-        let orphans: Vec<PodInfo> = removed.pods.iter().map(|p| (**p).clone()).collect();
+        let orphans: Vec<Arc<PodInfo>> = removed.pods.clone();
         if !orphans.is_empty() {
             self.orphans.insert(name.to_string(), orphans);
         }
@@ -113,6 +132,7 @@ impl Cache {
         self.pods.retain(|_, st| st.node != name);
         self.structure_changed = true;
         self.images_changed = true;
+        Some(removed)
     }
 
     /// Sets a namespace's labels.
@@ -148,23 +168,26 @@ impl Cache {
     }
 
     /// Records a pod bound to a node (from the watch). Confirms an assumed pod. A pod
-    /// on a node not seen yet is kept aside until the node arrives.
-    pub fn add_pod(&mut self, pod: PodInfo) -> Result<(), CacheError> {
-        let Some(node) = pod.node_name.clone() else { return Ok(()) };
+    /// on a node not seen yet is kept aside until the node arrives. Returns the version
+    /// it replaces (the assumed or the previously watched one), if any.
+    pub fn add_pod(&mut self, pod: impl Into<Arc<PodInfo>>) -> Result<Option<Arc<PodInfo>>, CacheError> {
+        let pod: Arc<PodInfo> = pod.into();
+        let Some(node) = pod.node_name.clone() else { return Ok(None) };
         let key = pod.key();
+        let mut previous = None;
         if let Some(st) = self.pods.get(&key).cloned() {
-            self.unplace(&key, &st.node);
+            previous = self.unplace(&key, &st.node);
             self.pods.remove(&key);
         }
         if !self.index.contains_key(&node) {
             let list = self.orphans.entry(node).or_default();
             list.retain(|p| p.key() != key);
             list.push(pod);
-            return Ok(());
+            return Ok(previous);
         }
-        self.place(Arc::new(pod), &node)?;
+        self.place(pod, &node)?;
         self.pods.insert(key, PodState { node, assumed: false, deadline: None });
-        Ok(())
+        Ok(previous)
     }
 
     /// Removes a pod (deleted, or finished).
@@ -176,17 +199,18 @@ impl Cache {
         self.unplace(key, &st.node)
     }
 
-    /// Places a pod on a node before its binding is confirmed.
-    pub fn assume(&mut self, pod: &PodInfo, node: &str) -> Result<(), CacheError> {
+    /// Places a pod on a node before its binding is confirmed; returns it as placed.
+    pub fn assume(&mut self, pod: &PodInfo, node: &str) -> Result<Arc<PodInfo>, CacheError> {
         let key = pod.key();
         if self.pods.contains_key(&key) {
             return Err(CacheError::AlreadyPlaced(key));
         }
         let mut placed = pod.clone();
         placed.node_name = Some(node.to_string());
-        self.place(Arc::new(placed), node)?;
+        let placed = Arc::new(placed);
+        self.place(placed.clone(), node)?;
         self.pods.insert(key, PodState { node: node.to_string(), assumed: true, deadline: None });
-        Ok(())
+        Ok(placed)
     }
 
     /// The binding call returned; the assumption now expires unless the watch confirms it.
@@ -212,18 +236,15 @@ impl Cache {
         }
     }
 
-    /// Forgets assumed pods whose confirmation never came; returns their keys.
-    pub fn expire_assumed(&mut self, now: Instant) -> Vec<String> {
+    /// Forgets assumed pods whose confirmation never came; returns them.
+    pub fn expire_assumed(&mut self, now: Instant) -> Vec<Arc<PodInfo>> {
         let expired: Vec<String> = self
             .pods
             .iter()
             .filter(|(_, st)| st.assumed && st.deadline.is_some_and(|d| d <= now))
             .map(|(k, _)| k.clone())
             .collect();
-        for k in &expired {
-            self.remove_pod(k);
-        }
-        expired
+        expired.iter().filter_map(|k| self.remove_pod(k)).collect()
     }
 
     /// Whether a pod is assumed (placed but not confirmed).
@@ -333,7 +354,8 @@ mod tests {
         let t = Instant::now();
         c.finish_binding("default/p", t);
         assert!(c.expire_assumed(t + Duration::from_secs(1)).is_empty());
-        assert_eq!(c.expire_assumed(t + ASSUME_TTL), vec!["default/p".to_string()]);
+        let expired: Vec<String> = c.expire_assumed(t + ASSUME_TTL).iter().map(|p| p.key()).collect();
+        assert_eq!(expired, vec!["default/p".to_string()]);
         assert_eq!(c.pod_count(), 0);
     }
 
@@ -375,9 +397,9 @@ mod tests {
         let mut c = Cache::new();
         c.add_pod(PodBuilder::new("p").req("1", "1Gi").node_name("late").info()).unwrap();
         assert_eq!(c.pod_count(), 0);
-        assert_eq!(c.upsert_node(node("late")), NodeChange::Added);
+        assert!(matches!(c.upsert_node(node("late")), NodeChange::Added(_)));
         assert_eq!(c.node_of("default/p"), Some("late"));
-        assert_eq!(c.upsert_node(node("late")), NodeChange::Unchanged);
+        assert!(matches!(c.upsert_node(node("late")), NodeChange::Unchanged));
     }
 
     #[test]

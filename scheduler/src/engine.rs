@@ -1,11 +1,19 @@
-//! The scheduling cycle shared by `run` and `simulate`: pop a pod, refresh the
-//! snapshot, run the framework, assume the chosen node.
+//! The scheduling cycle shared by `run` and `simulate`, in three steps: pop a pod and
+//! refresh the snapshot ([`Cycler::begin`], under the state lock), run the framework over
+//! the snapshot ([`Cycler::evaluate`], without it), then assume the chosen node or park
+//! the pod ([`Cycler::finish`], under the lock again).
+//!
+//! Ownership: the [`Engine`] (cache, queue, profiles) is shared state; in `run` it sits
+//! behind the one state mutex and the informer task is its single writer of watch events.
+//! The [`Cycler`] (the snapshot, the tie-break generator, the reuse caches) belongs to
+//! the scheduling thread alone, so the long part of a cycle holds no lock.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use algorithms::events::{ClusterEvent, QueueingHint};
 use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
-use algorithms::{PodInfo, Profile, Snapshot};
+use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
@@ -30,6 +38,8 @@ pub enum Outcome {
         /// What failed.
         message: String,
     },
+    /// The pod was deleted while it was being scheduled; nothing to do.
+    Gone,
 }
 
 /// One finished cycle.
@@ -45,7 +55,7 @@ pub struct Cycle {
     pub duration: Duration,
 }
 
-/// Cache, queue, profiles and the current snapshot.
+/// Cache, queue and profiles: the state watch events change and cycles read.
 pub struct Engine {
     /// Profiles by scheduler name.
     pub profiles: Vec<Profile>,
@@ -53,6 +63,56 @@ pub struct Engine {
     pub cache: Cache,
     /// The queue.
     pub queue: SchedulingQueue,
+}
+
+/// Whether `event` may help `pod`, rejected by `plugin` under its profile: the plugin's
+/// queueing hint; a plugin that is not a filter of the profile retries on anything.
+fn hint(profiles: &[Profile], pod: &PodInfo, plugin: &str, event: &ClusterEvent) -> bool {
+    let filter = profiles
+        .iter()
+        .find(|p| p.scheduler_name == pod.scheduler_name)
+        .and_then(|p| p.filters.iter().find(|f| f.name() == plugin));
+    filter.is_none_or(|f| f.queueing_hint(pod, event) == QueueingHint::Queue)
+}
+
+impl Engine {
+    /// An engine with an empty cache and queue.
+    pub fn new(profiles: Vec<Profile>) -> Self {
+        Engine { profiles, cache: Cache::new(), queue: SchedulingQueue::default() }
+    }
+
+    /// Whether one of the profiles handles the pod's scheduler name.
+    pub fn handles(&self, pod: &PodInfo) -> bool {
+        self.profiles.iter().any(|p| p.scheduler_name == pod.scheduler_name)
+    }
+
+    /// Moves the unschedulable pods the event may help (by the hints of the plugins that
+    /// rejected them) back to be retried, and keeps it for pods being scheduled right now.
+    /// Returns how many moved.
+    pub fn on_event(&mut self, event: ClusterEvent, now: Instant) -> usize {
+        let profiles = &self.profiles;
+        self.queue.on_event(event, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev))
+    }
+
+    /// Parks a pod that fits nowhere, unless an event seen during its cycle may help it.
+    fn park(&mut self, key: &str, rejected_by: Vec<&'static str>, now: Instant) {
+        let profiles = &self.profiles;
+        self.queue.unschedulable(key, rejected_by, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));
+    }
+}
+
+/// A popped pod on its way through a cycle.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The pod as popped.
+    pub queued: QueuedPod,
+    profile: usize,
+    started: Instant,
+}
+
+/// What the scheduling thread owns across cycles.
+pub struct Cycler {
+    profiles: Vec<Profile>,
     snapshot: Snapshot,
     rng: SmallRng,
     /// Reuse node-local results across pods with the same spec (on by default).
@@ -63,13 +123,11 @@ pub struct Engine {
     next_start: usize,
 }
 
-impl Engine {
-    /// An engine with empty cache and queue; `seed` fixes tie-breaking.
-    pub fn new(profiles: Vec<Profile>, seed: u64) -> Self {
-        Engine {
-            profiles,
-            cache: Cache::new(),
-            queue: SchedulingQueue::default(),
+impl Cycler {
+    /// A cycler for the engine's profiles; `seed` fixes tie-breaking.
+    pub fn new(engine: &Engine, seed: u64) -> Self {
+        Cycler {
+            profiles: engine.profiles.clone(),
             snapshot: Snapshot::default(),
             rng: SmallRng::seed_from_u64(seed),
             use_equivalence_cache: true,
@@ -78,64 +136,76 @@ impl Engine {
         }
     }
 
-    /// Whether one of the profiles handles the pod's scheduler name.
-    pub fn handles(&self, pod: &PodInfo) -> bool {
-        self.profiles.iter().any(|p| p.scheduler_name == pod.scheduler_name)
-    }
-
-    /// The current snapshot, refreshed from the cache.
-    pub fn snapshot(&mut self) -> &Snapshot {
-        self.cache.update_snapshot(&mut self.snapshot);
+    /// The snapshot of the last cycle.
+    pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }
 
-    /// Schedules the next pod from the queue, if one is ready at `now`.
-    pub fn schedule_one(&mut self, now: Instant) -> Option<Cycle> {
-        let queued = self.queue.pop(now)?;
+    /// Under the state lock: pops the next pod ready at `now` and brings the snapshot up
+    /// to date. A pod no profile handles is dropped and reported as an error cycle.
+    pub fn begin(&mut self, engine: &mut Engine, now: Instant) -> Option<Result<Attempt, Cycle>> {
+        let queued = engine.queue.pop(now)?;
         let started = Instant::now();
-        let pod: Arc<PodInfo> = queued.pod.clone();
-        let key = pod.key();
-        self.cache.update_snapshot(&mut self.snapshot);
-        let Some(pi) = self.profiles.iter().position(|p| p.scheduler_name == pod.scheduler_name) else {
-            self.queue.delete(&key);
-            let message = format!("no profile for scheduler name {:?}", pod.scheduler_name);
-            return Some(Cycle {
-                queued,
-                profile: String::new(),
-                outcome: Outcome::Error { message },
-                duration: started.elapsed(),
-            });
-        };
+        engine.cache.update_snapshot(&mut self.snapshot);
+        match self.profiles.iter().position(|p| p.scheduler_name == queued.pod.scheduler_name) {
+            Some(profile) => Some(Ok(Attempt { queued, profile, started })),
+            None => {
+                engine.queue.delete(&queued.pod.key());
+                let message = format!("no profile for scheduler name {:?}", queued.pod.scheduler_name);
+                Some(Err(Cycle {
+                    queued,
+                    profile: String::new(),
+                    outcome: Outcome::Error { message },
+                    duration: started.elapsed(),
+                }))
+            }
+        }
+    }
+
+    /// Without any lock: runs the profile's plugins over the snapshot.
+    pub fn evaluate(&mut self, attempt: &Attempt) -> Evaluation {
+        let pi = attempt.profile;
         let profile = &self.profiles[pi];
-        let profile_name = profile.scheduler_name.clone();
+        let pod = &attempt.queued.pod;
         let opts = EvaluateOptions { start: self.next_start, ..Default::default() };
         let ev = if self.use_equivalence_cache {
             if self.caches.len() < self.profiles.len() {
                 self.caches.resize_with(self.profiles.len(), EquivalenceCache::new);
             }
-            let cache = &mut self.caches[pi];
-            evaluate_cached(profile, &pod, &self.snapshot, &mut self.rng, opts, cache)
+            evaluate_cached(profile, pod, &self.snapshot, &mut self.rng, opts, &mut self.caches[pi])
         } else {
-            evaluate(profile, &pod, &self.snapshot, &mut self.rng, opts)
+            evaluate(profile, pod, &self.snapshot, &mut self.rng, opts)
         };
         let n = self.snapshot.nodes.len();
         if n > 0 {
             self.next_start = (self.next_start + ev.feasible.len() + ev.rejected.len()) % n;
         }
+        ev
+    }
+
+    /// Under the state lock: assumes the pod on the chosen node (an assigned-pod event for
+    /// the pods waiting on it), or parks it, or backs it off after an error.
+    pub fn finish(&mut self, engine: &mut Engine, attempt: Attempt, ev: Evaluation, now: Instant) -> Cycle {
+        let Attempt { queued, profile, started } = attempt;
+        let pod: Arc<PodInfo> = queued.pod.clone();
+        let key = pod.key();
+        let profile_name = self.profiles[profile].scheduler_name.clone();
         let outcome = match (ev.selected, &ev.error) {
+            _ if !engine.queue.contains(&key) => Outcome::Gone,
             (_, Some(err)) => {
-                self.queue.error(&key, now);
+                engine.queue.error(&key, now);
                 Outcome::Error { message: format!("running {} plugin failed: {}", err.plugin, err.message()) }
             }
             (Some(i), None) => {
                 let node = self.snapshot.nodes[i].name.clone();
-                match self.cache.assume(&pod, &node) {
-                    Ok(()) => {
-                        self.queue.done(&key);
+                match engine.cache.assume(&pod, &node) {
+                    Ok(placed) => {
+                        engine.queue.done(&key);
+                        engine.on_event(ClusterEvent::PodAdded(placed), now);
                         Outcome::Scheduled { node }
                     }
                     Err(e) => {
-                        self.queue.error(&key, now);
+                        engine.queue.error(&key, now);
                         Outcome::Error { message: format!("failed to assume pod: {e}") }
                     }
                 }
@@ -145,11 +215,22 @@ impl Engine {
                 plugins.sort_unstable();
                 plugins.dedup();
                 let message = ev.failure_message().unwrap_or_default();
-                self.queue.unschedulable(&key, plugins, now);
+                engine.park(&key, plugins, now);
                 Outcome::Unschedulable { message }
             }
         };
-        Some(Cycle { queued, profile: profile_name, outcome, duration: started.elapsed() })
+        Cycle { queued, profile: profile_name, outcome, duration: started.elapsed() }
+    }
+
+    /// The three steps at once, for a caller that holds the engine alone (`simulate`).
+    pub fn schedule_one(&mut self, engine: &mut Engine, now: Instant) -> Option<Cycle> {
+        match self.begin(engine, now)? {
+            Err(cycle) => Some(cycle),
+            Ok(attempt) => {
+                let ev = self.evaluate(&attempt);
+                Some(self.finish(engine, attempt, ev, now))
+            }
+        }
     }
 }
 
@@ -157,24 +238,30 @@ impl Engine {
 mod tests {
     use super::*;
     use algorithms::NodeInfo;
-    use algorithms::testing::{NodeBuilder, PodBuilder};
+    use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+
+    fn engine_with_nodes(profile: Profile, n: usize) -> (Engine, Cycler) {
+        let mut engine = Engine::new(vec![profile]);
+        for i in 0..n {
+            let node = NodeBuilder::new(&format!("n{i:03}")).label("zone", ["a", "b"][i % 2]).build();
+            engine.cache.upsert_node(NodeInfo::from_node(&node).unwrap());
+        }
+        let cycler = Cycler::new(&engine, 1);
+        (engine, cycler)
+    }
 
     #[test]
     fn successive_pods_search_from_where_the_last_search_stopped() {
         let mut profile = algorithms::config::default_profile("custom-scheduler");
         // 200 nodes at 50%: each attempt looks for 100 feasible nodes.
         profile.percentage_of_nodes_to_score = Some(50);
-        let mut engine = Engine::new(vec![profile], 1);
-        for i in 0..200 {
-            let node = NodeBuilder::new(&format!("n{i:03}")).build();
-            engine.cache.upsert_node(NodeInfo::from_node(&node).unwrap());
-        }
+        let (mut engine, mut cycler) = engine_with_nodes(profile, 200);
         let now = Instant::now();
         for name in ["first", "second", "third"] {
             engine.queue.add(Arc::new(PodBuilder::new(name).scheduler("custom-scheduler").info()), now);
         }
         let mut placed = Vec::new();
-        while let Some(cycle) = engine.schedule_one(now) {
+        while let Some(cycle) = cycler.schedule_one(&mut engine, now) {
             let Outcome::Scheduled { node } = cycle.outcome else { panic!("every pod fits") };
             placed.push(node);
         }
@@ -182,5 +269,53 @@ mod tests {
         assert!(index(&placed[0]) < 100, "{placed:?}");
         assert!(index(&placed[1]) >= 100, "{placed:?}");
         assert!(index(&placed[2]) < 100, "{placed:?}");
+    }
+
+    #[test]
+    fn assuming_a_pod_wakes_the_pod_whose_affinity_waited_for_it() {
+        let (mut engine, mut cycler) = engine_with_nodes(algorithms::config::default_profile("custom-scheduler"), 4);
+        let t0 = Instant::now();
+        let follower = PodBuilder::new("follower")
+            .scheduler("custom-scheduler")
+            .pod_affinity(affinity_term(&[("app", "db")], "zone"))
+            .info();
+        engine.queue.add(Arc::new(follower), t0);
+        let Outcome::Unschedulable { .. } = cycler.schedule_one(&mut engine, t0).unwrap().outcome else {
+            panic!("no db pod yet")
+        };
+        assert_eq!(engine.queue.lengths().unschedulable, 1);
+        // A pod the follower does not select leaves it parked; the db pod wakes it.
+        let other = PodBuilder::new("web").scheduler("custom-scheduler").label("app", "web").info();
+        engine.queue.add(Arc::new(other), t0);
+        assert!(matches!(cycler.schedule_one(&mut engine, t0).unwrap().outcome, Outcome::Scheduled { .. }));
+        assert_eq!(engine.queue.lengths().unschedulable, 1);
+        let db = PodBuilder::new("db").scheduler("custom-scheduler").label("app", "db").info();
+        engine.queue.add(Arc::new(db), t0);
+        assert!(matches!(cycler.schedule_one(&mut engine, t0).unwrap().outcome, Outcome::Scheduled { .. }));
+        assert_eq!(engine.queue.lengths().unschedulable, 0);
+        let later = t0 + Duration::from_secs(1);
+        let cycle = cycler.schedule_one(&mut engine, later).unwrap();
+        assert_eq!(cycle.queued.pod.name, "follower");
+        assert!(matches!(cycle.outcome, Outcome::Scheduled { .. }), "{:?}", cycle.outcome);
+    }
+
+    #[test]
+    fn an_event_during_the_cycle_is_not_lost_for_the_pod_being_scheduled() {
+        let (mut engine, mut cycler) = engine_with_nodes(algorithms::config::default_profile("custom-scheduler"), 2);
+        let t0 = Instant::now();
+        let pod = PodBuilder::new("p").scheduler("custom-scheduler").node_selector("disk", "ssd").info();
+        engine.queue.add(Arc::new(pod), t0);
+        let Ok(attempt) = cycler.begin(&mut engine, t0).unwrap() else { panic!("has a profile") };
+        let ev = cycler.evaluate(&attempt);
+        // While the plugins ran, a node with the label arrived.
+        let ssd = NodeInfo::from_node(&NodeBuilder::new("ssd").label("disk", "ssd").build()).unwrap();
+        engine.cache.upsert_node(ssd.clone());
+        engine.on_event(ClusterEvent::NodeAdded(Arc::new(ssd)), t0);
+        let Outcome::Unschedulable { .. } = cycler.finish(&mut engine, attempt, ev, t0).outcome else {
+            panic!("the snapshot had no such node")
+        };
+        assert_eq!(engine.queue.lengths().unschedulable, 0, "parked despite the new node");
+        let cycle = cycler.schedule_one(&mut engine, t0 + Duration::from_secs(1)).unwrap();
+        assert!(matches!(cycle.outcome, Outcome::Scheduled { ref node } if node == "ssd"), "{:?}", cycle.outcome);
     }
 }

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use algorithms::config::{DEFAULT_SCHEDULER_NAME, default_profile};
@@ -60,12 +60,21 @@ pub enum ExtenderError {
 pub struct KubeCluster {
     client: Client,
     shared: Arc<Shared>,
+    /// The snapshot requests read, refreshed from the cache (locked inside the state lock).
+    view: Arc<Mutex<Snapshot>>,
+}
+
+/// Brings the view up to date under the state lock and returns a copy.
+fn refreshed(st: &mut crate::run::State, view: &Mutex<Snapshot>) -> Snapshot {
+    let mut v = view.lock().unwrap_or_else(|e| e.into_inner());
+    st.engine.cache.update_snapshot(&mut v);
+    v.clone()
 }
 
 impl ClusterView for KubeCluster {
     fn snapshot(&self) -> Arc<Snapshot> {
         let mut st = self.shared.lock();
-        Arc::new(st.engine.snapshot().clone())
+        Arc::new(refreshed(&mut st, &self.view))
     }
 
     fn ready(&self) -> bool {
@@ -73,7 +82,7 @@ impl ClusterView for KubeCluster {
     }
 
     fn bind(&self, args: ExtenderBindingArgs, profile: Profile) -> BoxFuture<'static, Result<(), String>> {
-        let (client, shared) = (self.client.clone(), self.shared.clone());
+        let (client, shared, view) = (self.client.clone(), self.shared.clone(), self.view.clone());
         Box::pin(async move {
             let api: Api<Pod> = Api::namespaced(client.clone(), &args.pod_namespace);
             let pod = api.get(&args.pod_name).await.map_err(|e| format!("failed to read pod: {e}"))?;
@@ -83,7 +92,7 @@ impl ClusterView for KubeCluster {
             }
             let key = info.key();
             shared.limiter.until_ready().await;
-            let assumed = assume_if_fits(&shared, &profile, &info, &args.node)?;
+            let assumed = assume_if_fits(&shared, &view, &profile, &info, &args.node)?;
             match bind(&client, &info, &args.node).await {
                 BindOutcome::Bound => {
                     if assumed {
@@ -110,12 +119,19 @@ impl ClusterView for KubeCluster {
 /// Under the state lock: checks that the pod passes the profile's filters on `node`
 /// (bound and assumed pods counted), then assumes it there. `Ok(false)` when the pod was
 /// already placed in the cache (a retried bind).
-fn assume_if_fits(shared: &Shared, profile: &Profile, pod: &PodInfo, node: &str) -> Result<bool, String> {
+fn assume_if_fits(
+    shared: &Shared,
+    view: &Mutex<Snapshot>,
+    profile: &Profile,
+    pod: &PodInfo,
+    node: &str,
+) -> Result<bool, String> {
     let mut st = shared.lock();
     if st.engine.cache.node_of(&pod.key()).is_some() {
         return Ok(false);
     }
-    let snap = st.engine.snapshot();
+    let snap = refreshed(&mut st, view);
+    let snap = &snap;
     let Some(&i) = snap.index.get(node) else {
         return Err(format!("node {node} is not in the extender's cache"));
     };
@@ -150,9 +166,9 @@ pub async fn serve(
         let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
         let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN));
         // The engine has no profiles: the extender caches the cluster but queues no pods.
-        let shared = Arc::new(Shared::new(Engine::new(Vec::new(), 0), quota));
+        let shared = Arc::new(Shared::new(Engine::new(Vec::new()), quota));
         tokio::spawn(informer::run(client.clone(), shared.clone()));
-        Some(Arc::new(KubeCluster { client, shared }))
+        Some(Arc::new(KubeCluster { client, shared, view: Default::default() }))
     } else {
         None
     };

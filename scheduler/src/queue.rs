@@ -1,47 +1,26 @@
 //! The scheduling queue: activeQ by priority then age, per-pod exponential backoff,
-//! and an unschedulable set moved back by cluster events or after five minutes.
+//! and an unschedulable set moved back by the cluster events the rejecting plugins'
+//! queueing hints accept, or after five minutes. Events that arrive while a pod is
+//! being scheduled are kept and replayed if that pod turns out unschedulable, so an
+//! event during its cycle is not lost (kube-scheduler's in-flight events).
 //!
 //! Time is passed in by the caller, so the queue is deterministic under test and in
 //! simulations that run on a virtual clock.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::PodInfo;
+use algorithms::events::ClusterEvent;
 use priority_queue::PriorityQueue;
 
 /// Pods sitting in the unschedulable set longer than this are retried anyway.
 pub const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
 
-/// A change in the cluster that may let unschedulable pods fit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClusterEvent {
-    /// A node was added.
-    NodeAdded,
-    /// A node's allocatable, labels, taints or schedulability changed.
-    NodeChanged,
-    /// A pod was bound (can satisfy affinity or spreading).
-    AssignedPodAdded,
-    /// A bound pod went away (frees resources, ports, anti-affinity).
-    AssignedPodDeleted,
-}
-
-impl ClusterEvent {
-    /// Whether a pod rejected by `plugin` might fit after this event.
-    fn may_help(&self, plugin: &str) -> bool {
-        use algorithms::plugins::{inter_pod_affinity, node_ports, node_resources_fit, pod_topology_spread};
-        match self {
-            ClusterEvent::NodeAdded | ClusterEvent::NodeChanged => true,
-            ClusterEvent::AssignedPodAdded => plugin == inter_pod_affinity::NAME || plugin == pod_topology_spread::NAME,
-            ClusterEvent::AssignedPodDeleted => {
-                [node_resources_fit::NAME, node_ports::NAME, inter_pod_affinity::NAME, pod_topology_spread::NAME]
-                    .contains(&plugin)
-            }
-        }
-    }
-}
+/// A queueing hint: whether an event may help a pod rejected by the named plugin.
+pub type Hint<'a> = &'a dyn Fn(&PodInfo, &'static str, &ClusterEvent) -> bool;
 
 /// A pod in the queue with its scheduling history.
 #[derive(Debug, Clone)]
@@ -72,6 +51,11 @@ pub struct SchedulingQueue {
     seq: u64,
     initial_backoff: Duration,
     max_backoff: Duration,
+    /// Popped pods not yet done, with the number of events seen when they were popped.
+    in_flight: HashMap<String, u64>,
+    /// Events seen while pods were in flight, numbered from `events_seen`.
+    recent: VecDeque<(u64, ClusterEvent)>,
+    events_seen: u64,
 }
 
 /// Pod counts per sub-queue.
@@ -102,6 +86,9 @@ impl SchedulingQueue {
             seq: 0,
             initial_backoff,
             max_backoff: max_backoff.max(initial_backoff),
+            in_flight: HashMap::new(),
+            recent: VecDeque::new(),
+            events_seen: 0,
         }
     }
 
@@ -110,14 +97,19 @@ impl SchedulingQueue {
         Order { priority: pod.priority, older_first: Reverse((pod.created_nanos, self.seq)) }
     }
 
-    /// Adds a pending pod, or refreshes it if already queued (a spec update makes it active again).
+    /// Adds a pending pod, or refreshes it if already queued (a change of its labels or
+    /// scheduling-relevant spec makes an unschedulable pod active again).
     pub fn add(&mut self, pod: Arc<PodInfo>, now: Instant) {
         let key = pod.key();
         let order = self.order(&pod);
         match self.pods.get_mut(&key) {
             Some(q) => {
+                // What may change in a pending pod: labels, tolerations, images, resources
+                // (all in its labels or signature). A status update (our own condition)
+                // changes none of them and is no reason to retry.
+                let changed = q.pod.signature != pod.signature || q.pod.labels != pod.labels;
                 q.pod = pod;
-                if self.unschedulable.remove(&key).is_some() {
+                if changed && self.unschedulable.remove(&key).is_some() {
                     self.backoff.push(key.clone(), Reverse(now));
                 }
             }
@@ -134,6 +126,22 @@ impl SchedulingQueue {
         self.active.remove(key);
         self.backoff.remove(key);
         self.unschedulable.remove(key);
+        self.land(key);
+    }
+
+    /// The pod's cycle is over: stop keeping events for it.
+    fn land(&mut self, key: &str) {
+        if self.in_flight.remove(key).is_none() {
+            return;
+        }
+        match self.in_flight.values().min() {
+            None => self.recent.clear(),
+            Some(&oldest) => {
+                while self.recent.front().is_some_and(|(n, _)| *n < oldest) {
+                    self.recent.pop_front();
+                }
+            }
+        }
     }
 
     /// Whether the queue holds the pod in any sub-queue or in flight.
@@ -148,18 +156,36 @@ impl SchedulingQueue {
         let (key, _) = self.active.pop()?;
         let q = self.pods.get_mut(&key)?;
         q.attempts += 1;
-        Some(q.clone())
+        let popped = q.clone();
+        self.in_flight.insert(key, self.events_seen);
+        Some(popped)
     }
 
     /// The pod was scheduled (assumed); the queue forgets it.
     pub fn done(&mut self, key: &str) {
         self.pods.remove(key);
+        self.land(key);
     }
 
-    /// The pod fits nowhere: park it until an event that may help, or the flush interval.
-    pub fn unschedulable(&mut self, key: &str, rejected_by: Vec<&'static str>, now: Instant) {
-        if let Some(q) = self.pods.get_mut(key) {
-            q.rejected_by = rejected_by;
+    /// The pod fits nowhere: park it until an event its rejecting plugins' hints accept,
+    /// or the flush interval. If such an event came while it was being scheduled, it is
+    /// retried after its backoff instead.
+    pub fn unschedulable(&mut self, key: &str, rejected_by: Vec<&'static str>, now: Instant, hint: Hint<'_>) {
+        let since = self.in_flight.get(key).copied();
+        let Some(q) = self.pods.get_mut(key) else {
+            self.land(key);
+            return;
+        };
+        q.rejected_by = rejected_by;
+        let q = q.clone();
+        let helped = since.is_some_and(|since| {
+            self.recent.iter().filter(|(n, _)| *n >= since).any(|(_, ev)| Self::may_help(&q, ev, hint))
+        });
+        self.land(key);
+        if helped {
+            let at = now + self.backoff_for(q.attempts);
+            self.backoff.push(key.to_string(), Reverse(at));
+        } else {
             self.unschedulable.insert(key.to_string(), now);
         }
     }
@@ -170,11 +196,13 @@ impl SchedulingQueue {
             let at = now + self.backoff_for(q.attempts);
             self.backoff.push(key.to_string(), Reverse(at));
         }
+        self.land(key);
     }
 
     /// Puts a pod that was popped or forgotten back (e.g. its bind failed) with backoff.
     pub fn requeue(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Instant) {
         let key = pod.key();
+        self.land(&key);
         self.pods.insert(key.clone(), QueuedPod { pod, attempts, rejected_by: Vec::new(), first_seen: now });
         self.active.remove(&key);
         self.unschedulable.remove(&key);
@@ -191,22 +219,27 @@ impl SchedulingQueue {
         since + self.backoff_for(q.attempts)
     }
 
-    /// Moves unschedulable pods that the event may help to activeQ, or to backoff if
-    /// their backoff has not run out. Returns how many moved.
-    pub fn on_event(&mut self, event: ClusterEvent, now: Instant) -> usize {
+    fn may_help(q: &QueuedPod, event: &ClusterEvent, hint: Hint<'_>) -> bool {
+        q.rejected_by.is_empty() || q.rejected_by.iter().any(|p| hint(&q.pod, p, event))
+    }
+
+    /// Moves unschedulable pods that the event may help (by `hint`, asked for each plugin
+    /// that rejected them) to activeQ, or to backoff if their backoff has not run out;
+    /// keeps the event for pods in flight. Returns how many moved.
+    pub fn on_event(&mut self, event: ClusterEvent, now: Instant, hint: Hint<'_>) -> usize {
         let keys: Vec<String> = self
             .unschedulable
             .keys()
-            .filter(|k| {
-                self.pods
-                    .get(*k)
-                    .is_some_and(|q| q.rejected_by.is_empty() || q.rejected_by.iter().any(|p| event.may_help(p)))
-            })
+            .filter(|k| self.pods.get(*k).is_some_and(|q| Self::may_help(q, &event, hint)))
             .cloned()
             .collect();
         for k in &keys {
             self.reactivate(k, now);
         }
+        if !self.in_flight.is_empty() {
+            self.recent.push_back((self.events_seen, event));
+        }
+        self.events_seen += 1;
         keys.len()
     }
 
@@ -308,18 +341,45 @@ mod tests {
         assert!(q.pop(t0 + Duration::from_secs(3)).is_some());
     }
 
+    /// A hint that accepts pod deletions for NodeResourcesFit and anything for others.
+    fn deletions_help_fit(_: &PodInfo, plugin: &'static str, ev: &ClusterEvent) -> bool {
+        plugin != "NodeResourcesFit" || matches!(ev, ClusterEvent::PodDeleted(_))
+    }
+
+    fn any_event() -> ClusterEvent {
+        ClusterEvent::PodAdded(pod("other", 0, 0))
+    }
+
     #[test]
-    fn unschedulable_pods_move_only_on_helpful_events() {
+    fn unschedulable_pods_move_only_on_events_their_rejecting_plugins_accept() {
         let t0 = Instant::now();
         let mut q = SchedulingQueue::default();
         q.add(pod("p", 0, 0), t0);
         q.pop(t0);
-        q.unschedulable("default/p", vec!["NodeResourcesFit"], t0);
+        q.unschedulable("default/p", vec!["NodeResourcesFit"], t0, &deletions_help_fit);
         let later = t0 + Duration::from_secs(2);
-        assert_eq!(q.on_event(ClusterEvent::AssignedPodAdded, later), 0);
+        assert_eq!(q.on_event(ClusterEvent::PodAdded(pod("x", 0, 0)), later, &deletions_help_fit), 0);
         assert!(q.pop(later).is_none());
-        assert_eq!(q.on_event(ClusterEvent::AssignedPodDeleted, later), 1);
+        assert_eq!(q.on_event(ClusterEvent::PodDeleted(pod("x", 0, 0)), later, &deletions_help_fit), 1);
         assert_eq!(q.pop(later).unwrap().attempts, 2);
+    }
+
+    #[test]
+    fn a_helpful_event_during_the_cycle_sends_the_pod_to_backoff_not_to_the_unschedulable_set() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        q.add(pod("q", 0, 1), t0);
+        q.pop(t0);
+        q.on_event(ClusterEvent::PodAdded(pod("x", 0, 0)), t0, &deletions_help_fit);
+        q.unschedulable("default/p", vec!["NodeResourcesFit"], t0, &deletions_help_fit);
+        assert_eq!(q.lengths().unschedulable, 1, "an event that cannot help is no reason to retry");
+        q.pop(t0);
+        // The deletion wakes the parked p and is kept for q, in flight.
+        q.on_event(ClusterEvent::PodDeleted(pod("x", 0, 0)), t0, &deletions_help_fit);
+        q.unschedulable("default/q", vec!["NodeResourcesFit"], t0, &deletions_help_fit);
+        assert_eq!(q.lengths(), QueueLengths { active: 0, backoff: 2, unschedulable: 0 });
+        assert!(q.recent.is_empty(), "events are kept only while pods are in flight");
     }
 
     #[test]
@@ -328,8 +388,8 @@ mod tests {
         let mut q = SchedulingQueue::default();
         q.add(pod("p", 0, 0), t0);
         q.pop(t0);
-        q.unschedulable("default/p", vec!["TaintToleration"], t0);
-        assert_eq!(q.on_event(ClusterEvent::NodeAdded, t0 + Duration::from_millis(100)), 1);
+        q.unschedulable("default/p", vec!["TaintToleration"], t0, &deletions_help_fit);
+        assert_eq!(q.on_event(any_event(), t0 + Duration::from_millis(100), &deletions_help_fit), 1);
         assert_eq!(q.lengths().backoff, 1);
         assert!(q.pop(t0 + Duration::from_millis(500)).is_none());
         assert!(q.pop(t0 + Duration::from_secs(1)).is_some());
@@ -341,11 +401,26 @@ mod tests {
         let mut q = SchedulingQueue::default();
         q.add(pod("p", 0, 0), t0);
         q.pop(t0);
-        q.unschedulable("default/p", vec!["NodeAffinity"], t0);
+        q.unschedulable("default/p", vec!["NodeAffinity"], t0, &deletions_help_fit);
         q.flush_unschedulable(t0 + Duration::from_secs(299));
         assert_eq!(q.lengths().unschedulable, 1);
         q.flush_unschedulable(t0 + UNSCHEDULABLE_FLUSH);
         assert!(q.pop(t0 + UNSCHEDULABLE_FLUSH).is_some());
+    }
+
+    #[test]
+    fn a_status_update_leaves_an_unschedulable_pod_parked_and_a_label_change_does_not() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add(pod("p", 0, 0), t0);
+        q.pop(t0);
+        q.unschedulable("default/p", vec!["NodeAffinity"], t0, &deletions_help_fit);
+        q.add(pod("p", 0, 0), t0);
+        assert_eq!(q.lengths().unschedulable, 1);
+        let mut relabelled = (*pod("p", 0, 0)).clone();
+        relabelled.labels.insert("tier".into(), "db".into());
+        q.add(Arc::new(relabelled), t0);
+        assert_eq!(q.lengths().unschedulable, 0);
     }
 
     #[test]

@@ -10,8 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cluster::ParsedCluster;
-use crate::engine::{Engine, Outcome};
-use crate::queue::ClusterEvent;
+use crate::engine::{Cycler, Engine, Outcome};
 
 /// Options of a simulation run.
 #[derive(Debug, Clone, Default)]
@@ -119,10 +118,10 @@ struct Drained {
 }
 
 /// Schedules until the queue holds only unschedulable pods, binding in memory.
-fn drain(engine: &mut Engine, clock: &mut Instant, bar: Option<&ProgressBar>) -> Drained {
+fn drain(engine: &mut Engine, cycler: &mut Cycler, clock: &mut Instant, bar: Option<&ProgressBar>) -> Drained {
     let mut out = Drained::default();
     loop {
-        let Some(cycle) = engine.schedule_one(*clock) else {
+        let Some(cycle) = cycler.schedule_one(engine, *clock) else {
             // Nothing is ready: jump the virtual clock to the next backoff expiry, if any.
             match engine.queue.next_backoff() {
                 Some(at) => {
@@ -139,11 +138,11 @@ fn drain(engine: &mut Engine, clock: &mut Instant, bar: Option<&ProgressBar>) ->
                 engine.cache.confirm(&key);
                 out.failures.remove(&key);
                 out.placements.insert(key, node);
-                engine.queue.on_event(ClusterEvent::AssignedPodAdded, *clock);
                 if let Some(b) = bar {
                     b.inc(1);
                 }
             }
+            Outcome::Gone => {}
             Outcome::Unschedulable { message } | Outcome::Error { message } => {
                 if cycle.queued.attempts == 1
                     && let Some(b) = bar
@@ -171,8 +170,9 @@ pub fn run_phased(
     opts: &SimulateOptions,
 ) -> SimulationReport {
     algorithms::status::set_details_enabled(false);
-    let mut engine = Engine::new(profiles, opts.seed);
-    engine.use_equivalence_cache = !opts.no_equivalence_cache;
+    let mut engine = Engine::new(profiles);
+    let mut cycler = Cycler::new(&engine, opts.seed);
+    cycler.use_equivalence_cache = !opts.no_equivalence_cache;
     let mut clock = Instant::now();
     let (pending, gated) = load(&mut engine, cluster);
     for pod in init {
@@ -180,7 +180,7 @@ pub fn run_phased(
             engine.queue.add(Arc::new(pod), clock);
         }
     }
-    on_pool(|| drain(&mut engine, &mut clock, None));
+    on_pool(|| drain(&mut engine, &mut cycler, &mut clock, None));
     for key in engine.queue.unschedulable_keys() {
         // Initial pods that fit nowhere stay out of the measured phase.
         engine.queue.delete(&key);
@@ -199,7 +199,7 @@ pub fn run_phased(
         None
     };
     let started = Instant::now();
-    let mut d = on_pool(|| drain(&mut engine, &mut clock, bar.as_ref()));
+    let mut d = on_pool(|| drain(&mut engine, &mut cycler, &mut clock, bar.as_ref()));
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();

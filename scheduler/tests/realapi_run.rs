@@ -520,3 +520,45 @@ async fn sigterm_lets_sent_binds_finish_and_releases_the_rest() {
     assert_all_bound_once(client, ns, n, 0).await;
     println!("{bound_at_exit}/{n} bound at exit; released {}", stopped["fields"]["released"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_waiting_for_affinity_is_bound_within_a_second_of_its_target() {
+    let Some(p) = plane("a_pod_waiting_for_affinity_is_bound_within_a_second_of_its_target").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "affinity";
+    api::create_namespace(client, ns).await.unwrap();
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            NodeBuilder::new(&format!("n{i}")).capacity("8", "32Gi", "110").label(ZONE, ["a", "b", "c"][i]).build()
+        })
+        .collect();
+    api::create_nodes(client, &nodes, 3).await.unwrap();
+    let watch = testing::bind_watch::BindWatch::start(client, ns).await.unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let follower = pod(ns, "follower").pod_affinity(affinity_term(&[("app", "db")], ZONE)).build();
+    api::create_pod(client, &follower).await.unwrap();
+    api::wait_for("the follower to be found unschedulable", Duration::from_secs(30), || async {
+        let pods = api::pods(client, ns).await.ok()?;
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some("follower"))
+            .and_then(pod_scheduled)
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+    // Past the follower's first backoff (1 s), its target arrives and this scheduler binds it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    api::create_pod(client, &pod(ns, "db").label("app", "db").build()).await.unwrap();
+    let pods = api::wait_bound(client, ns, 2, Duration::from_secs(30)).await;
+    let times = watch.times();
+    let gap = times["follower"].duration_since(times["db"]);
+    assert!(gap < Duration::from_secs(1), "the follower was bound {gap:?} after its target");
+    let zone_of = |name: &str| {
+        let node = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)).and_then(node_of).unwrap();
+        nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node)).unwrap().metadata.labels.as_ref().unwrap()[ZONE]
+            .clone()
+    };
+    assert_eq!(zone_of("follower"), zone_of("db"));
+    println!("follower bound {gap:?} after its target");
+}

@@ -62,6 +62,11 @@ impl BindWatch {
         lock(&self.times).len()
     }
 
+    /// When each pod was first seen bound, by name.
+    pub fn times(&self) -> HashMap<String, Instant> {
+        lock(&self.times).clone()
+    }
+
     /// The first and the last time a pod was seen bound.
     pub fn first_and_last(&self) -> Option<(Instant, Instant)> {
         let t = lock(&self.times);

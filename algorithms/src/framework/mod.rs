@@ -19,6 +19,7 @@ pub use run::{
     score_nodes, select_host,
 };
 
+use crate::events::{ClusterEvent, QueueingHint};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
@@ -100,6 +101,12 @@ pub trait FilterPlugin: Send + Sync {
     /// node changes.
     fn node_local(&self) -> bool {
         false
+    }
+
+    /// Whether `event` may make `pod`, which this plugin rejected, schedulable
+    /// (kube-scheduler's queueing hint). The default retries on any event.
+    fn queueing_hint(&self, _pod: &PodInfo, _event: &ClusterEvent) -> QueueingHint {
+        QueueingHint::Queue
     }
 }
 

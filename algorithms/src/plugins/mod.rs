@@ -1,6 +1,8 @@
 //! kube-scheduler's in-tree plugins, one file each, and the default profile.
 
 pub mod balanced_allocation;
+#[cfg(test)]
+mod hints_tests;
 pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
+use crate::events::{ClusterEvent, QueueingHint, node_hint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::{NodeSelector, NodeSelectorTerm, Operator, parse_term};
 use crate::node_info::NodeInfo;
@@ -117,6 +118,11 @@ impl FilterPlugin for NodeAffinity {
                 None => "no required node affinity term matches".to_string(),
             }
         })
+    }
+
+    /// A node whose labels the pod's selector and required affinity now accept.
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        node_hint(self, pod, event).unwrap_or(QueueingHint::Skip)
     }
 }
 

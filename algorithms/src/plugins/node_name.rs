@@ -1,5 +1,6 @@
 //! NodeName: a pod with `spec.nodeName` fits only that node.
 
+use crate::events::{ClusterEvent, QueueingHint, node_hint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -35,6 +36,11 @@ impl FilterPlugin for NodeName {
             }
             _ => Status::success(),
         }
+    }
+
+    /// The node the pod names, once it exists.
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        node_hint(self, pod, event).unwrap_or(QueueingHint::Skip)
     }
 }
 

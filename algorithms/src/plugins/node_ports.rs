@@ -1,5 +1,6 @@
 //! NodePorts: a pod's host ports must be free on the node.
 
+use crate::events::{ClusterEvent, QueueingHint, node_hint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -36,6 +37,19 @@ impl FilterPlugin for NodePorts {
             }
         }
         Status::success()
+    }
+
+    /// A node with the ports free, or a pod holding one of the ports going away.
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        if let Some(hint) = node_hint(self, pod, event) {
+            return hint;
+        }
+        match event {
+            ClusterEvent::PodDeleted(gone) => QueueingHint::from_bool(
+                gone.host_ports.iter().any(|used| pod.host_ports.iter().any(|want| used.conflicts(want))),
+            ),
+            _ => QueueingHint::Skip,
+        }
     }
 }
 

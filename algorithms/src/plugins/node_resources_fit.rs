@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use crate::events::{ClusterEvent, QueueingHint, node_hint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -249,6 +250,15 @@ impl FilterPlugin for NodeResourcesFit {
         let detail = crate::status::details_enabled()
             .then(|| short.iter().map(|s| s.detail.as_str()).collect::<Vec<_>>().join("; "));
         Status { code, reasons: short.into_iter().map(|s| s.reason).collect(), detail, plugin: NAME }
+    }
+
+    /// A node with room for the pod, or any placed pod going away (it frees a pod slot
+    /// and its requests).
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        if let Some(hint) = node_hint(self, pod, event) {
+            return hint;
+        }
+        QueueingHint::from_bool(matches!(event, ClusterEvent::PodDeleted(_)))
     }
 }
 

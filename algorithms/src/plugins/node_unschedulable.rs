@@ -1,5 +1,6 @@
 //! NodeUnschedulable: cordoned nodes take only pods tolerating the unschedulable taint.
 
+use crate::events::{ClusterEvent, QueueingHint, node_hint};
 use crate::framework::{FilterPlugin, PluginState};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -35,6 +36,11 @@ impl FilterPlugin for NodeUnschedulable {
             return Status::success();
         }
         Status::unresolvable(ERR_REASON_UNSCHEDULABLE).with_detail_fn(|| "node is cordoned (spec.unschedulable)".into())
+    }
+
+    /// A node that is not (or no longer) cordoned.
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        node_hint(self, pod, event).unwrap_or(QueueingHint::Skip)
     }
 }
 

@@ -1,5 +1,6 @@
 //! TaintToleration: hard taints filter, PreferNoSchedule taints lower the score.
 
+use crate::events::{ClusterEvent, QueueingHint, node_hint};
 use crate::framework::{FilterPlugin, PluginState, ScorePlugin, default_normalize};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -33,6 +34,10 @@ impl FilterPlugin for TaintToleration {
                 Status::unresolvable(ERR_REASON_NOT_MATCH).with_detail_fn(|| format!("taint {t} is not tolerated"))
             }
         }
+    }
+    /// A node whose taints the pod tolerates, new or no longer tainted against it.
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        node_hint(self, pod, event).unwrap_or(QueueingHint::Skip)
     }
 }
 

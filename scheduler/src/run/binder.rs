@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use algorithms::PodInfo;
+use algorithms::events::ClusterEvent;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -80,20 +81,18 @@ pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<
     {
         let mut st = shared.lock();
         let now = Instant::now();
-        match &outcome {
-            BindOutcome::Bound => {
-                st.engine.cache.finish_binding(&key, now);
+        if outcome == BindOutcome::Bound {
+            st.engine.cache.finish_binding(&key, now);
+        } else {
+            // The assumption goes: what it held is free again for the pods waiting on it.
+            if let Some(forgotten) = st.engine.cache.forget(&key) {
+                st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
             }
-            BindOutcome::Conflict => {
-                st.engine.cache.forget(&key);
-            }
-            BindOutcome::Gone => {
-                st.engine.cache.forget(&key);
-                st.engine.queue.delete(&key);
-            }
-            BindOutcome::Failed(_) => {
-                st.engine.cache.forget(&key);
-                st.engine.queue.requeue(req.pod.clone(), req.attempts, now);
+            match &outcome {
+                BindOutcome::Gone => st.engine.queue.delete(&key),
+                BindOutcome::Failed(_) => st.engine.queue.requeue(req.pod.clone(), req.attempts, now),
+                // 409: already bound; the watch brings the truth.
+                BindOutcome::Conflict | BindOutcome::Bound => {}
             }
         }
     }

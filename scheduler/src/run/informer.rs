@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use algorithms::events::ClusterEvent;
 use algorithms::{NodeInfo, PodInfo};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -14,9 +15,7 @@ use kube::{Api, Client};
 use tracing::{debug, info, warn};
 
 use super::Shared;
-use crate::cache::NodeChange;
 use crate::cluster::is_terminal;
-use crate::queue::ClusterEvent;
 
 #[allow(clippy::large_enum_variant)] // one update at a time flows through; boxing buys nothing
 enum Update {
@@ -134,26 +133,22 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                 Event::InitApply(n) | Event::Apply(n) => {
                     known_nodes.saw(n.metadata.name.as_deref().unwrap_or(""));
                     match NodeInfo::from_node(&n) {
-                        Ok(info) => match guard.engine.cache.upsert_node(info) {
-                            NodeChange::Added => {
-                                guard.engine.queue.on_event(ClusterEvent::NodeAdded, now);
+                        Ok(info) => {
+                            if let Some(event) = guard.engine.cache.upsert_node(info).event() {
+                                guard.engine.on_event(event, now);
                             }
-                            NodeChange::Changed => {
-                                guard.engine.queue.on_event(ClusterEvent::NodeChanged, now);
-                            }
-                            NodeChange::Unchanged => {}
-                        },
+                        }
                         Err(e) => warn!(error = %e, "ignoring a node the scheduler cannot read"),
                     }
                 }
                 Event::Delete(n) => {
                     let name = n.metadata.name.unwrap_or_default();
                     known_nodes.forget(&name);
-                    guard.engine.cache.remove_node(&name);
+                    guard.delete_node(&name, now);
                 }
                 Event::InitDone => {
                     for gone in known_nodes.done() {
-                        guard.engine.cache.remove_node(&gone);
+                        guard.delete_node(&gone, now);
                     }
                     guard.synced_nodes = true;
                 }
@@ -220,11 +215,29 @@ impl super::State {
         if info.node_name.is_some() {
             self.engine.queue.delete(&key);
             let was_assumed = self.engine.cache.is_assumed(&key);
-            if let Err(e) = self.engine.cache.add_pod(info) {
-                warn!(pod = %key, error = %e, "could not add a bound pod to the cache");
-            }
-            if !was_assumed {
-                self.engine.queue.on_event(ClusterEvent::AssignedPodAdded, now);
+            let info = Arc::new(info);
+            let previous = match self.engine.cache.add_pod(info.clone()) {
+                Ok(previous) => previous,
+                Err(e) => {
+                    warn!(pod = %key, error = %e, "could not add a bound pod to the cache");
+                    return;
+                }
+            };
+            match previous {
+                // The binding of a pod this scheduler assumed there: its event fired then.
+                Some(old) if was_assumed && old.node_name == info.node_name => {}
+                Some(old) if old.node_name == info.node_name => {
+                    if old.labels != info.labels {
+                        self.engine.on_event(ClusterEvent::PodUpdated { old, new: info }, now);
+                    }
+                }
+                Some(old) => {
+                    self.engine.on_event(ClusterEvent::PodDeleted(old), now);
+                    self.engine.on_event(ClusterEvent::PodAdded(info), now);
+                }
+                None => {
+                    self.engine.on_event(ClusterEvent::PodAdded(info), now);
+                }
             }
             return;
         }
@@ -246,8 +259,15 @@ impl super::State {
     /// Applies a pod deletion.
     pub fn delete_pod(&mut self, key: &str, now: Instant) {
         self.engine.queue.delete(key);
-        if self.engine.cache.remove_pod(key).is_some() {
-            self.engine.queue.on_event(ClusterEvent::AssignedPodDeleted, now);
+        if let Some(gone) = self.engine.cache.remove_pod(key) {
+            self.engine.on_event(ClusterEvent::PodDeleted(gone), now);
+        }
+    }
+
+    /// Applies a node deletion.
+    pub fn delete_node(&mut self, name: &str, now: Instant) {
+        if let Some(gone) = self.engine.cache.remove_node(name) {
+            self.engine.on_event(ClusterEvent::NodeDeleted(gone), now);
         }
     }
 }

@@ -1,9 +1,17 @@
 //! `run`: the standalone scheduler against a Kubernetes API server.
 //!
-//! Threads and tasks: the informer task is the single writer of watch events; the
-//! scheduling cycle runs on its own thread over the cache's snapshot; binds, events
-//! and status updates run as tasks with bounded concurrency. Lock order: the one
-//! `Shared::state` mutex is never held across an await or while taking another lock.
+//! Ownership, in one place:
+//! - `Shared::state` (one mutex) holds the cache and the queue ([`crate::engine::Engine`]).
+//!   The informer task is the single writer of watch events into it. The scheduling
+//!   thread takes it briefly to pop a pod and refresh its own snapshot, and again to
+//!   assume or park the pod; the binder takes it to confirm or forget an assumption.
+//! - The scheduling thread owns the [`crate::engine::Cycler`]: the snapshot the plugins
+//!   read, with no lock held while they run, so watch events, binds, `/readyz` and
+//!   `/metrics` never wait for a cycle.
+//! - Binds, events and status updates run as tasks with bounded concurrency.
+//!
+//! Lock order: `Shared::state` is never held across an await; the extender's snapshot
+//! view is locked only inside it.
 
 pub mod binder;
 pub mod events;
@@ -20,15 +28,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use algorithms::PodInfo;
+use algorithms::events::ClusterEvent;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use thiserror::Error;
 use tokio::sync::{Semaphore, mpsc, watch};
-use tracing::{error, info, info_span, warn};
+use tracing::{debug, error, info, info_span, warn};
 
 use crate::config_file;
-use crate::engine::{Engine, Outcome};
+use crate::engine::{Cycler, Engine, Outcome};
 use binder::BindRequest;
 
 /// What can stop `run` from starting.
@@ -128,8 +137,16 @@ impl Shared {
     /// Drops the assumption of a pod whose binding will not be sent because the scheduler
     /// is stopping; the pod stays pending in the API for the next scheduler to take.
     pub fn release(&self, key: &str) {
-        self.lock().engine.cache.forget(key);
+        let mut st = self.lock();
+        if let Some(forgotten) = st.engine.cache.forget(key) {
+            st.engine.on_event(ClusterEvent::PodDeleted(forgotten), Instant::now());
+        }
         self.released.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether this replica leads (always, without leader election).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
     }
 
     /// Whether every cache has synced.
@@ -183,11 +200,12 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let burst = cfg.client_connection.burst.unwrap_or(1000).max(1);
     let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN))
         .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
-    let mut engine = Engine::new(profiles, opts.seed);
+    let mut engine = Engine::new(profiles);
     if let (Some(init), Some(max)) = (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) {
         engine.queue = crate::queue::SchedulingQueue::new(Duration::from_secs(init), Duration::from_secs(max));
     }
     let names: Vec<String> = engine.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
+    let cycler = Cycler::new(&engine, opts.seed);
     let shared = Arc::new(Shared::new(engine, quota));
     info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
 
@@ -240,7 +258,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         .name("scheduling-cycle".into())
         // The loop runs on a worker of the scheduling pool so its parallel sections hand
         // nothing over between threads.
-        .spawn(move || algorithms::framework::on_pool(move || scheduling_loop(sched_shared, work_tx)))
+        .spawn(move || algorithms::framework::on_pool(move || scheduling_loop(sched_shared, work_tx, cycler)))
         .map_err(|e| RunError::Client(format!("failed to start the scheduling thread: {e}")))?;
 
     let reporter = Arc::new(events::Reporter::new(client.clone(), shared.clone(), "custom-scheduler", &opts.identity));
@@ -288,9 +306,11 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     Ok(())
 }
 
-fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>) {
+/// The scheduling thread: it holds the state lock to pop a pod and refresh its snapshot,
+/// and again to assume or park it, but not while the plugins run.
+fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut cycler: Cycler) {
     loop {
-        if shared.stopping.load(Ordering::SeqCst) {
+        if shared.stopping() {
             return;
         }
         let mut st = shared.lock();
@@ -300,12 +320,13 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>) {
         }
         let now = Instant::now();
         st.engine.queue.flush_unschedulable(now);
-        for key in st.engine.cache.expire_assumed(now) {
-            warn!(pod = %key, "assumed pod was never confirmed by the watch; forgetting it");
+        for pod in st.engine.cache.expire_assumed(now) {
+            warn!(pod = %pod.key(), "assumed pod was never confirmed by the watch; forgetting it");
+            st.engine.on_event(ClusterEvent::PodDeleted(pod), now);
         }
         let span = info_span!("scheduling_cycle");
         let _enter = span.enter();
-        let Some(cycle) = st.engine.schedule_one(now) else {
+        let Some(begun) = cycler.begin(&mut st.engine, now) else {
             let wait = st
                 .engine
                 .queue
@@ -317,6 +338,26 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>) {
             continue;
         };
         drop(st);
+        let cycle = match begun {
+            Err(cycle) => cycle,
+            Ok(attempt) => {
+                let ev = cycler.evaluate(&attempt);
+                let mut st = shared.lock();
+                let cycle = cycler.finish(&mut st.engine, attempt, ev, Instant::now());
+                if let Outcome::Scheduled { .. } = &cycle.outcome
+                    && !shared.is_leader()
+                {
+                    // Leadership was lost during the cycle: another replica schedules now.
+                    let key = cycle.queued.pod.key();
+                    if let Some(forgotten) = st.engine.cache.forget(&key) {
+                        st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
+                    }
+                    st.engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
+                    continue;
+                }
+                cycle
+            }
+        };
         let pod = cycle.queued.pod.clone();
         let started = now;
         match cycle.outcome {
@@ -337,6 +378,7 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>) {
                 warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
                 shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
             }
+            Outcome::Gone => debug!(pod = %pod.key(), "pod was deleted during its scheduling cycle"),
         }
     }
 }
@@ -354,6 +396,73 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use algorithms::framework::{FilterPlugin, PluginState};
+    use algorithms::testing::{NodeBuilder, PodBuilder};
+    use algorithms::{NodeInfo, Profile, Status};
+    use std::sync::mpsc as std_mpsc;
+
+    /// A filter that holds the cycle until the test lets it go.
+    struct Gate {
+        entered: Mutex<std_mpsc::Sender<()>>,
+        release: Mutex<std_mpsc::Receiver<()>>,
+    }
+
+    impl FilterPlugin for Gate {
+        fn name(&self) -> &'static str {
+            "Gate"
+        }
+        fn filter(&self, _: &PluginState, _: &PodInfo, _: &algorithms::NodeInfo) -> Status {
+            let _ = self.entered.lock().unwrap_or_else(|e| e.into_inner()).send(());
+            let _ = self.release.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(Duration::from_secs(10));
+            Status::success()
+        }
+    }
+
+    #[test]
+    fn watch_events_are_applied_while_a_cycle_runs() {
+        let (entered_tx, entered) = std_mpsc::channel();
+        let (release, release_rx) = std_mpsc::channel();
+        let gate = Gate { entered: Mutex::new(entered_tx), release: Mutex::new(release_rx) };
+        let profile = Profile {
+            scheduler_name: "custom-scheduler".into(),
+            filters: vec![Arc::new(gate)],
+            scores: Vec::new(),
+            percentage_of_nodes_to_score: None,
+        };
+        let engine = Engine::new(vec![profile]);
+        let cycler = Cycler::new(&engine, 1);
+        let shared = Arc::new(Shared::new(engine, Quota::per_second(NonZeroU32::MIN)));
+        {
+            let mut st = shared.lock();
+            st.synced_nodes = true;
+            st.synced_pods = true;
+            st.synced_namespaces = true;
+            let node = NodeInfo::from_node(&NodeBuilder::new("a").build()).unwrap();
+            st.engine.cache.upsert_node(node);
+            let pod = PodBuilder::new("slow").scheduler("custom-scheduler").build();
+            st.apply_pod(&pod, Instant::now());
+        }
+        shared.leader.store(true, Ordering::SeqCst);
+        let (work_tx, mut work_rx) = mpsc::unbounded_channel();
+        let sh = shared.clone();
+        let thread = std::thread::spawn(move || scheduling_loop(sh, work_tx, cycler));
+        entered.recv_timeout(Duration::from_secs(10)).unwrap();
+
+        // The cycle is inside its filter: the state is free for the informer.
+        let started = Instant::now();
+        for i in 0..100 {
+            let pod = PodBuilder::new(&format!("bound-{i}")).node_name("a").build();
+            shared.lock().apply_pod(&pod, Instant::now());
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the informer waited for the cycle");
+        assert_eq!(shared.lock().engine.cache.pod_count(), 100);
+        release.send(()).unwrap();
+        let Some(Work::Bind(req)) = work_rx.blocking_recv() else { panic!("the pod was not scheduled") };
+        assert_eq!((req.pod.name.as_str(), req.node.as_str()), ("slow", "a"));
+        shared.stopping.store(true, Ordering::SeqCst);
+        shared.wake();
+        thread.join().unwrap();
+    }
 
     #[test]
     fn durations_parse_like_kubernetes_config() {

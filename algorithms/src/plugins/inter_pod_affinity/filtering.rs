@@ -48,6 +48,10 @@ impl FilterPlugin for InterPodAffinity {
         PreFilterOutcome::run(PluginState::new(state))
     }
 
+    fn queueing_hint(&self, pod: &PodInfo, event: &crate::events::ClusterEvent) -> crate::events::QueueingHint {
+        super::hints::queueing_hint(pod, event)
+    }
+
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(i) = state.get::<FilterState>().and_then(|s| s.index.get(&node.name).copied()) else {
             return Status::error("InterPodAffinity state is missing");

@@ -2,6 +2,7 @@
 
 mod cache;
 mod filtering;
+mod hints;
 mod scoring;
 #[cfg(test)]
 mod tests;

@@ -73,6 +73,10 @@ impl FilterPlugin for PodTopologySpread {
         }))
     }
 
+    fn queueing_hint(&self, pod: &PodInfo, event: &crate::events::ClusterEvent) -> crate::events::QueueingHint {
+        super::hints::queueing_hint(&self.defaults, pod, event)
+    }
+
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(i) = state.get::<FilterState>().and_then(|s| s.index.get(&node.name).copied()) else {
             return Status::error("PodTopologySpread state is missing");
