@@ -32,8 +32,8 @@ pub struct Snapshot {
 /// Selectors of the objects kube-scheduler derives default spread selectors from.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadSelectors {
-    /// Services: (namespace, spec.selector).
-    pub services: Vec<(String, Labels)>,
+    /// Services by (namespace, name): spec.selector.
+    pub services: HashMap<(String, String), Labels>,
     /// ReplicationControllers by (namespace, name): spec.selector.
     pub replication_controllers: HashMap<(String, String), Labels>,
     /// ReplicaSets and StatefulSets by (kind, namespace, name): spec.selector.

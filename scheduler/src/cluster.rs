@@ -138,7 +138,7 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
             "Namespace" => out.namespaces.push(typed(v, path, &kind, i)?),
             "Service" => {
                 if let Some(sel) = v.pointer("/spec/selector") {
-                    out.workloads.services.push((ns, selector_map(sel)));
+                    out.workloads.services.insert((ns, name), selector_map(sel));
                 }
             }
             "ReplicationController" => {

@@ -21,7 +21,7 @@ use tracing::info;
 use crate::config_file;
 use crate::engine::Engine;
 use crate::run::binder::{BindOutcome, bind};
-use crate::run::{RunError, Shared, informer, make_client};
+use crate::run::{RunError, Shared, informer, make_client, workloads};
 
 /// Options of `custom-scheduler extender`.
 #[derive(Debug, Clone)]
@@ -168,6 +168,7 @@ pub async fn serve(
         // The engine has no profiles: the extender caches the cluster but queues no pods.
         let shared = Arc::new(Shared::new(Engine::new(Vec::new()), quota));
         tokio::spawn(informer::run(client.clone(), shared.clone()));
+        tokio::spawn(workloads::run(client.clone(), shared.clone()));
         Some(Arc::new(KubeCluster { client, shared, view: Default::default() }))
     } else {
         None

@@ -562,3 +562,88 @@ async fn a_pod_waiting_for_affinity_is_bound_within_a_second_of_its_target() {
     assert_eq!(zone_of("follower"), zone_of("db"));
     println!("follower bound {gap:?} after its target");
 }
+
+/// Zone counts of the bound pods whose name starts with `prefix`.
+fn zone_counts(pods: &[Pod], nodes: &[Node], prefix: &str) -> BTreeMap<String, usize> {
+    let zone: BTreeMap<&str, String> = nodes
+        .iter()
+        .map(|n| (n.metadata.name.as_deref().unwrap_or(""), n.metadata.labels.as_ref().unwrap()[ZONE].clone()))
+        .collect();
+    let mut counts = BTreeMap::new();
+    for p in pods.iter().filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix)) {
+        if let Some(n) = node_of(p) {
+            *counts.entry(zone[n].clone()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_sets_pods_spread_over_zones_as_kube_scheduler_spreads_them() {
+    let Some(p) = plane("a_replica_sets_pods_spread_over_zones_as_kube_scheduler_spreads_them").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "spread";
+    api::create_namespace(client, ns).await.unwrap();
+    // Zone a has four nodes, b and c one each: least-allocated alone puts most pods in a.
+    let mut nodes: Vec<Node> = (0..4)
+        .map(|i| NodeBuilder::new(&format!("a{i}")).capacity("16", "64Gi", "110").label(ZONE, "a").build())
+        .collect();
+    nodes.push(NodeBuilder::new("b0").capacity("16", "64Gi", "110").label(ZONE, "b").build());
+    nodes.push(NodeBuilder::new("c0").capacity("16", "64Gi", "110").label(ZONE, "c").build());
+    api::create_nodes(client, &nodes, 6).await.unwrap();
+    let rs: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": ns},
+        "spec": {"replicas": 12, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "app:1"}]}}}
+    }))
+    .unwrap();
+    let rs = kube::Api::namespaced(client.clone(), ns).create(&Default::default(), &rs).await.unwrap();
+    let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "web".into(),
+        uid: rs.metadata.uid.clone().unwrap(),
+        controller: Some(true),
+        ..Default::default()
+    };
+    // No controller-manager runs: the test creates the ReplicaSet's pods as it would.
+    let replicas = |prefix: &str, owned: bool| -> Vec<Pod> {
+        (0..12)
+            .map(|i| {
+                let mut pod = pod(ns, &format!("{prefix}-{i:02}")).label("app", "web").req("100m", "128Mi").build();
+                if owned {
+                    pod.metadata.owner_references = Some(vec![owner.clone()]);
+                }
+                pod
+            })
+            .collect()
+    };
+    let mut ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    api::create_pods(client, &replicas("ours", true), 12).await.unwrap();
+    let pods = api::wait_bound(client, ns, 12, Duration::from_secs(60)).await;
+    let by_ours = zone_counts(&pods, &nodes, "ours-");
+    // Unowned pods with the same labels get no default spreading: a different picture.
+    api::create_pods(client, &replicas("loose", false), 12).await.unwrap();
+    let pods = api::wait_bound(client, ns, 24, Duration::from_secs(60)).await;
+    let loose = zone_counts(&pods, &nodes, "loose-");
+    ours.process.stop(Duration::from_secs(10)).await;
+    let pods_api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), ns);
+    let all = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    pods_api.delete_collection(&all, &Default::default()).await.unwrap();
+    api::wait_for("the pods to be gone", Duration::from_secs(30), || async {
+        api::pods(client, ns).await.ok().filter(|l| l.is_empty()).map(|_| ())
+    })
+    .await;
+
+    let config = serde_json::json!({"profiles": [{"schedulerName": "custom-scheduler"}]});
+    let _kube = testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap();
+    api::create_pods(client, &replicas("kube", true), 12).await.unwrap();
+    let pods = api::wait_bound(client, ns, 12, Duration::from_secs(60)).await;
+    let by_kube = zone_counts(&pods, &nodes, "kube-");
+    println!("zones: ours {by_ours:?}, kube-scheduler {by_kube:?}, without an owner {loose:?}");
+    assert_eq!(by_ours, by_kube, "ours spread the ReplicaSet differently from kube-scheduler");
+    assert_ne!(by_ours, loose, "default spreading made no difference");
+}

@@ -3,19 +3,29 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use algorithms::events::ClusterEvent;
 use algorithms::{NodeInfo, PodInfo};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tracing::{debug, info, warn};
 
 use super::Shared;
+use super::watches::{Watched, watch};
 use crate::cluster::is_terminal;
+
+impl<K> Watched<K> {
+    fn into_update(self, wrap: fn(Event<K>) -> Update) -> Update {
+        match self {
+            Watched::Event(ev) => wrap(ev),
+            Watched::Expired(kind) => Update::Expired(kind),
+            Watched::Failed(kind, e) => Update::Failed(kind, e),
+        }
+    }
+}
 
 #[allow(clippy::large_enum_variant)] // one update at a time flows through; boxing buys nothing
 enum Update {
@@ -59,65 +69,17 @@ fn pod_key(p: &Pod) -> String {
     format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
 }
 
-/// Watch retries start at 200 ms and grow to at most 5 s (with jitter), so that the cache
-/// catches up within seconds of an API server coming back.
-fn backoff() -> watcher::ExponentialBackoff {
-    backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(200))
-        .with_max_delay(Duration::from_secs(5))
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times()
-        .into()
-}
-
-/// Whether the error is 410 Gone: the resource version is too old and the watcher
-/// relists on its own, so there is nothing to back off from.
-fn is_gone(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::WatchError(s) => s.code == 410,
-        watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::InitialListFailed(kube::Error::Api(s)) => s.code == 410,
-        _ => false,
-    }
-}
-
-/// A watch of `api` as a stream of updates: events, `Expired` when the watcher relists
-/// after 410 Gone (at once), and failures (retried with [`backoff`]).
-fn watch<K>(
-    kind: &'static str,
-    api: Api<K>,
-    cfg: watcher::Config,
-    wrap: fn(Event<K>) -> Update,
-) -> impl futures::Stream<Item = Update> + Send
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    watcher::watcher(api, cfg)
-        .map(|r| match r {
-            Ok(ev) => Ok(Some(ev)),
-            Err(e) if is_gone(&e) => Ok(None),
-            Err(e) => Err(e),
-        })
-        .backoff(backoff())
-        .map(move |r| match r {
-            Ok(Some(ev)) => wrap(ev),
-            Ok(None) => Update::Expired(kind),
-            Err(e) => Update::Failed(kind, e.to_string()),
-        })
-}
-
 /// Runs the watches until the process stops.
 pub async fn run(client: Client, shared: Arc<Shared>) {
     let cfg = watcher::Config::default();
-    let nodes = watch("nodes", Api::<Node>::all(client.clone()), cfg.clone(), Update::Node);
+    let nodes = watch("nodes", Api::<Node>::all(client.clone()), cfg.clone()).map(|w| w.into_update(Update::Node));
     let pods = watch(
         "pods",
         Api::<Pod>::all(client.clone()),
         cfg.clone().fields("status.phase!=Succeeded,status.phase!=Failed"),
-        Update::Pod,
-    );
-    let namespaces = watch("namespaces", Api::<Namespace>::all(client), cfg, Update::Namespace);
+    )
+    .map(|w| w.into_update(Update::Pod));
+    let namespaces = watch("namespaces", Api::<Namespace>::all(client), cfg).map(|w| w.into_update(Update::Namespace));
     let mut all = stream::select_all([nodes.boxed(), pods.boxed(), namespaces.boxed()]);
     let mut known_nodes = Known::default();
     let mut known_pods = Known::default();

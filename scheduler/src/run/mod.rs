@@ -19,6 +19,8 @@ pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod watches;
+pub mod workloads;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -89,6 +91,8 @@ pub struct State {
     pub synced_pods: bool,
     /// Namespaces listed at least once.
     pub synced_namespaces: bool,
+    /// Services, ReplicationControllers, ReplicaSets and StatefulSets listed at least once.
+    pub synced_workloads: bool,
 }
 
 /// State shared by the tasks and the scheduling thread.
@@ -109,7 +113,13 @@ impl Shared {
     /// Shared state around an engine, with a write rate limit.
     pub fn new(engine: Engine, quota: Quota) -> Self {
         Shared {
-            state: Mutex::new(State { engine, synced_nodes: false, synced_pods: false, synced_namespaces: false }),
+            state: Mutex::new(State {
+                engine,
+                synced_nodes: false,
+                synced_pods: false,
+                synced_namespaces: false,
+                synced_workloads: false,
+            }),
             cv: Condvar::new(),
             metrics: metrics::Metrics::default(),
             limiter: RateLimiter::direct(quota),
@@ -152,7 +162,7 @@ impl Shared {
     /// Whether every cache has synced.
     pub fn ready(&self) -> bool {
         let s = self.lock();
-        s.synced_nodes && s.synced_pods && s.synced_namespaces
+        s.synced_nodes && s.synced_pods && s.synced_namespaces && s.synced_workloads
     }
 }
 
@@ -219,6 +229,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         }
     });
     tokio::spawn(informer::run(client.clone(), shared.clone()));
+    tokio::spawn(workloads::run(client.clone(), shared.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);
@@ -390,6 +401,7 @@ impl Shared {
             && st.synced_nodes
             && st.synced_pods
             && st.synced_namespaces
+            && st.synced_workloads
     }
 }
 
@@ -437,6 +449,7 @@ mod tests {
             st.synced_nodes = true;
             st.synced_pods = true;
             st.synced_namespaces = true;
+            st.synced_workloads = true;
             let node = NodeInfo::from_node(&NodeBuilder::new("a").build()).unwrap();
             st.engine.cache.upsert_node(node);
             let pod = PodBuilder::new("slow").scheduler("custom-scheduler").build();

@@ -30,6 +30,10 @@ pub enum Kind {
     Namespace,
     Lease,
     Event,
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
 }
 
 impl Kind {
@@ -40,6 +44,10 @@ impl Kind {
             "namespaces" => Kind::Namespace,
             "leases" => Kind::Lease,
             "events" => Kind::Event,
+            "services" => Kind::Service,
+            "replicationcontrollers" => Kind::ReplicationController,
+            "replicasets" => Kind::ReplicaSet,
+            "statefulsets" => Kind::StatefulSet,
             _ => return None,
         })
     }
@@ -50,6 +58,10 @@ impl Kind {
             Kind::Namespace => "NamespaceList",
             Kind::Lease => "LeaseList",
             Kind::Event => "EventList",
+            Kind::Service => "ServiceList",
+            Kind::ReplicationController => "ReplicationControllerList",
+            Kind::ReplicaSet => "ReplicaSetList",
+            Kind::StatefulSet => "StatefulSetList",
         }
     }
 }
@@ -144,6 +156,10 @@ impl FakeApi {
             Kind::Namespace => ("v1", "Namespace"),
             Kind::Lease => ("coordination.k8s.io/v1", "Lease"),
             Kind::Event => ("events.k8s.io/v1", "Event"),
+            Kind::Service => ("v1", "Service"),
+            Kind::ReplicationController => ("v1", "ReplicationController"),
+            Kind::ReplicaSet => ("apps/v1", "ReplicaSet"),
+            Kind::StatefulSet => ("apps/v1", "StatefulSet"),
         };
         if obj.get("kind").is_none_or(Value::is_null) {
             obj["apiVersion"] = json!(api_version);

@@ -137,7 +137,7 @@ impl PodTopologySpread {
 pub fn default_selector(pod: &PodInfo, snapshot: &Snapshot) -> LabelSelector {
     let w = &snapshot.workloads;
     let mut set = crate::labels::Labels::new();
-    for (ns, sel) in &w.services {
+    for ((ns, _), sel) in &w.services {
         if *ns == pod.namespace && !sel.is_empty() && sel.iter().all(|(k, v)| pod.labels.get(k) == Some(v)) {
             set.extend(sel.iter().map(|(k, v)| (k.clone(), v.clone())));
         }

@@ -245,7 +245,7 @@ fn system_defaults_apply_only_with_a_selecting_service() {
     let info = PodInfo::from_pod(&bare).unwrap();
     assert!(crate::framework::ScorePlugin::pre_score(&plugin, &info, &snap, &[0, 1, 2, 3]).is_err());
     snap.workloads = std::sync::Arc::new(crate::snapshot::WorkloadSelectors {
-        services: vec![("default".into(), [("foo".to_string(), String::new())].into())],
+        services: [(("default".into(), "svc".into()), [("foo".to_string(), String::new())].into())].into(),
         ..Default::default()
     });
     assert_eq!(score_feasible(&plugin, &bare, &snap, &[0, 1, 2, 3]), vec![44, 66, 77, 100]);
