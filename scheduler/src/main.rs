@@ -54,6 +54,9 @@ enum Command {
         /// This replica's identity (default: the pod or host name).
         #[arg(long)]
         identity: Option<String>,
+        /// Interval of the summary line in the logs (e.g. 30s, 1m).
+        #[arg(long, default_value = "30s", value_parser = parse_interval)]
+        summary_interval: std::time::Duration,
     },
     /// Serve kube-scheduler's extender protocol over HTTP.
     Extender {
@@ -134,9 +137,13 @@ enum Command {
     },
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs go to stderr; `RUST_LOG` overrides the level. The servers (`run`, `extender`)
+/// log start-up, cache sync, leadership and a periodic summary at `info`, as
+/// kube-scheduler does at its default verbosity; `simulate` and `explain` only warn.
+fn init_logging(format: LogFormat, server: bool) {
+    let default = if server { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -146,11 +153,15 @@ fn init_logging(format: LogFormat) {
 
 fn main() {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    init_logging(cli.log_format, matches!(cli.command, Command::Run { .. } | Command::Extender { .. }));
     if let Err(e) = dispatch(cli.command) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    scheduler::run::parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration such as 30s or 1m"))
 }
 
 fn identity(explicit: Option<String>) -> String {
@@ -187,7 +198,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn dispatch(cmd: Command) -> Result<()> {
     match cmd {
-        Command::Run { kubeconfig, config, listen, leader_elect, bind_concurrency, identity: id } => {
+        Command::Run { kubeconfig, config, listen, leader_elect, bind_concurrency, identity: id, summary_interval } => {
             let opts = scheduler::run::RunOptions {
                 kubeconfig,
                 config,
@@ -196,6 +207,7 @@ fn dispatch(cmd: Command) -> Result<()> {
                 bind_concurrency,
                 identity: identity(id),
                 seed: rand_seed(),
+                summary_interval,
             };
             runtime()?.block_on(scheduler::run::run(opts, shutdown_signal()))?;
             Ok(())

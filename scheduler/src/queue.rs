@@ -144,6 +144,16 @@ impl SchedulingQueue {
         }
     }
 
+    /// Pods the queue holds, in flight included.
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Whether the queue holds no pod.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
     /// Whether the queue holds the pod in any sub-queue or in flight.
     pub fn contains(&self, key: &str) -> bool {
         self.pods.contains_key(key)

@@ -647,3 +647,49 @@ async fn a_replica_sets_pods_spread_over_zones_as_kube_scheduler_spreads_them() 
     assert_eq!(by_ours, by_kube, "ours spread the ReplicaSet differently from kube-scheduler");
     assert_ne!(by_ours, loose, "default spreading made no difference");
 }
+
+/// The JSON log lines of a process, as (message, fields).
+fn json_log(process: &testing::Process) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(process.log()).unwrap();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|l| l["fields"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_log_tells_start_up_sync_leadership_and_a_periodic_summary() {
+    let Some(p) = plane("the_default_log_tells_start_up_sync_leadership_and_a_periodic_summary").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "logs";
+    small_backlog(client, ns, 20).await;
+    api::create_pod(client, &pod(ns, "too-big").req("64", "1Gi").build()).await.unwrap();
+    let flags = ["--leader-elect", "true", "--summary-interval", "1s", "--log-format", "json"];
+    let ours = Ours::start(&p.plane, "custom-scheduler", None, &flags);
+    api::wait_bound(client, ns, 20, Duration::from_secs(60)).await;
+    let summaries = api::wait_for("two summary lines", Duration::from_secs(10), || async {
+        let lines = json_log(&ours.process);
+        let s: Vec<serde_json::Value> = lines.into_iter().filter(|l| l["message"] == "summary").collect();
+        (s.len() >= 2).then_some(s)
+    })
+    .await;
+    let lines = json_log(&ours.process);
+    let find = |m: &str| {
+        lines.iter().find(|l| l["message"] == m).cloned().unwrap_or_else(|| panic!("no {m:?} line in {lines:?}"))
+    };
+    find("starting custom-scheduler");
+    find("became leader");
+    let synced = find("caches synced");
+    assert_eq!(synced["nodes"], 10, "{synced}");
+    assert_eq!(synced["pending"], 21, "{synced}");
+    for kind in ["nodes", "pods", "namespaces"] {
+        assert!(lines.iter().any(|l| l["message"] == "listed" && l["kind"] == kind), "no listed line for {kind}");
+    }
+    assert!(find("first pod bound")["ms"].as_u64().is_some());
+    let scheduled: u64 = summaries.iter().map(|l| l["scheduled"].as_u64().unwrap_or(0)).sum();
+    assert!(scheduled <= 20 && summaries.last().unwrap()["waiting"] == 1, "{summaries:?}");
+    // Per-pod lines are debug-level, as kube-scheduler keeps them below its default verbosity.
+    assert!(!lines.iter().any(|l| l["message"] == "bound"), "per-pod lines at the default level");
+}

@@ -61,6 +61,7 @@ fn start(api: &FakeApi, config: Option<&str>, identity: &str) -> (Running, std::
         bind_concurrency: 32,
         identity: identity.to_string(),
         seed: 1,
+        summary_interval: Duration::from_secs(30),
     };
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::Shared;
 use super::events::Reporter;
@@ -99,7 +99,12 @@ pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<
     shared.wake();
     match outcome {
         BindOutcome::Bound => {
-            info!(pod = %key, node = %req.node, "bound");
+            debug!(pod = %key, node = %req.node, "bound");
+            shared.stats.scheduled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !shared.stats.first_bind_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                let ms = shared.lock().started.elapsed().as_millis() as u64;
+                info!(pod = %key, node = %req.node, ms, "first pod bound");
+            }
             shared.metrics.attempt("scheduled", &req.profile, req.started.elapsed().as_secs_f64());
             reporter.scheduled(&req.pod, &req.node).await;
         }

@@ -112,7 +112,16 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                     for gone in known_nodes.done() {
                         guard.delete_node(&gone, now);
                     }
+                    if !guard.synced_nodes {
+                        info!(
+                            kind = "nodes",
+                            count = known_nodes.current.len(),
+                            ms = guard.started.elapsed().as_millis() as u64,
+                            "listed"
+                        );
+                    }
                     guard.synced_nodes = true;
+                    guard.announce_sync();
                 }
             },
             Update::Pod(ev) => match ev {
@@ -130,7 +139,16 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                     for gone in known_pods.done() {
                         guard.delete_pod(&gone, now);
                     }
+                    if !guard.synced_pods {
+                        info!(
+                            kind = "pods",
+                            count = known_pods.current.len(),
+                            ms = guard.started.elapsed().as_millis() as u64,
+                            "listed"
+                        );
+                    }
                     guard.synced_pods = true;
+                    guard.announce_sync();
                 }
             },
             Update::Namespace(ev) => match ev {
@@ -149,7 +167,16 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                     for gone in known_ns.done() {
                         guard.engine.cache.remove_namespace(&gone);
                     }
+                    if !guard.synced_namespaces {
+                        info!(
+                            kind = "namespaces",
+                            count = known_ns.current.len(),
+                            ms = guard.started.elapsed().as_millis() as u64,
+                            "listed"
+                        );
+                    }
                     guard.synced_namespaces = true;
+                    guard.announce_sync();
                 }
             },
         }

@@ -25,7 +25,7 @@ pub mod workloads;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,8 @@ pub struct RunOptions {
     pub identity: String,
     /// Tie-breaking seed.
     pub seed: u64,
+    /// Interval of the summary line in the logs.
+    pub summary_interval: Duration,
 }
 
 /// Cache, queue and sync state, behind one mutex.
@@ -93,6 +95,40 @@ pub struct State {
     pub synced_namespaces: bool,
     /// Services, ReplicationControllers, ReplicaSets and StatefulSets listed at least once.
     pub synced_workloads: bool,
+    /// When the process started (for start-up timings in the logs).
+    pub started: Instant,
+    announced: bool,
+}
+
+impl State {
+    /// Logs, once, that every cache has synced, with counts and the time since start.
+    pub fn announce_sync(&mut self) {
+        if self.announced || !(self.synced_nodes && self.synced_pods && self.synced_namespaces && self.synced_workloads)
+        {
+            return;
+        }
+        self.announced = true;
+        info!(
+            nodes = self.engine.cache.node_count(),
+            pods = self.engine.cache.pod_count(),
+            pending = self.engine.queue.len(),
+            ms = self.started.elapsed().as_millis() as u64,
+            "caches synced"
+        );
+    }
+}
+
+/// Counters for the periodic summary.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Pods bound.
+    pub scheduled: AtomicU64,
+    /// Whether the first bind was logged.
+    pub first_bind_logged: AtomicBool,
+    /// Attempts that found no node.
+    pub unschedulable: AtomicU64,
+    /// Attempts that failed with an error.
+    pub errors: AtomicU64,
 }
 
 /// State shared by the tasks and the scheduling thread.
@@ -107,6 +143,8 @@ pub struct Shared {
     stopping: AtomicBool,
     /// Assumed pods whose binding was not sent because the scheduler was stopping.
     released: AtomicUsize,
+    /// Counters for the periodic summary.
+    pub stats: Stats,
 }
 
 impl Shared {
@@ -119,6 +157,8 @@ impl Shared {
                 synced_pods: false,
                 synced_namespaces: false,
                 synced_workloads: false,
+                started: Instant::now(),
+                announced: false,
             }),
             cv: Condvar::new(),
             metrics: metrics::Metrics::default(),
@@ -126,6 +166,7 @@ impl Shared {
             leader: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             released: AtomicUsize::new(0),
+            stats: Stats::default(),
         }
     }
 
@@ -300,6 +341,8 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         })
     };
 
+    tokio::spawn(summary(shared.clone(), permits.clone(), opts.bind_concurrency.max(1), opts.summary_interval));
+
     shutdown.await;
     info!("shutting down: no new pods are taken; binds already sent finish, the others are released");
     shared.stopping.store(true, Ordering::SeqCst);
@@ -315,6 +358,41 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let _ = stop_tx.send(true);
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
+}
+
+/// Every `every` (30 s by default), while anything happens or waits, one line: pods
+/// scheduled, unschedulable attempts and errors since the last line, pending pods by
+/// queue, binds in flight.
+async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency: usize, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.tick().await;
+    let mut last = (0, 0, 0);
+    loop {
+        tick.tick().await;
+        let now = (
+            shared.stats.scheduled.load(Ordering::Relaxed),
+            shared.stats.unschedulable.load(Ordering::Relaxed),
+            shared.stats.errors.load(Ordering::Relaxed),
+        );
+        let lengths = shared.lock().engine.queue.lengths();
+        let in_flight = bind_concurrency.saturating_sub(permits.available_permits());
+        shared.metrics.queues(lengths.active, lengths.backoff, lengths.unschedulable);
+        if now != last || lengths.active + lengths.backoff + lengths.unschedulable + in_flight > 0 {
+            info!(
+                scheduled = now.0 - last.0,
+                unschedulable = now.1 - last.1,
+                errors = now.2 - last.2,
+                active = lengths.active,
+                backoff = lengths.backoff,
+                waiting = lengths.unschedulable,
+                binds_in_flight = in_flight,
+                leader = shared.is_leader(),
+                seconds = every.as_secs_f64(),
+                "summary"
+            );
+        }
+        last = now;
+    }
 }
 
 /// The scheduling thread: it holds the state lock to pop a pod and refresh its snapshot,
@@ -379,7 +457,8 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                 }
             }
             Outcome::Unschedulable { message } => {
-                info!(pod = %pod.key(), %message, "unschedulable");
+                debug!(pod = %pod.key(), %message, "unschedulable");
+                shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
                 shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
                 if work.send(Work::Unschedulable(pod, message)).is_err() {
                     return;
@@ -387,6 +466,7 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
             }
             Outcome::Error { message } => {
                 warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
+                shared.stats.errors.fetch_add(1, Ordering::Relaxed);
                 shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
             }
             Outcome::Gone => debug!(pod = %pod.key(), "pod was deleted during its scheduling cycle"),

@@ -185,6 +185,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             st.engine.cache.set_workloads(selectors);
             if !was_synced {
                 st.synced_workloads = true;
+                st.announce_sync();
                 info!(
                     services = svc.current.len(),
                     replication_controllers = rc.current.len(),

@@ -61,7 +61,8 @@ impl Ours {
             .arg("--identity")
             .arg(name)
             .args(extra)
-            .env("RUST_LOG", "info");
+            // The default log level, as users run it.
+            .env_remove("RUST_LOG");
         if let Some(config) = config {
             let path: PathBuf = plane.dir().join(format!("{name}-config.json"));
             std::fs::write(&path, config.to_string()).unwrap();

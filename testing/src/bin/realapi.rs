@@ -42,6 +42,9 @@ enum Cmd {
         /// fastest is the ceiling.
         #[arg(long, default_value = "16,64,256")]
         null_concurrency: String,
+        /// Copy each run's log (and kube-apiserver's) into this folder.
+        #[arg(long)]
+        logs: Option<PathBuf>,
     },
     /// Binds the pending pods of a namespace round-robin (run as its own process by `compare`).
     NullBinder {
@@ -101,14 +104,20 @@ fn main() -> Result<()> {
             eprintln!("null binder: {n} pods bound");
             Ok(())
         }),
-        Cmd::Compare { scheduler, sizes, timeout, null_concurrency } => {
+        Cmd::Compare { scheduler, sizes, timeout, null_concurrency, logs } => {
             let nulls = null_concurrency.split(',').map(|c| c.trim().parse()).collect::<Result<Vec<usize>, _>>()?;
-            rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &nulls))
+            rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &nulls, logs))
         }
     }
 }
 
-async fn compare(scheduler: PathBuf, sizes: &str, timeout: Duration, nulls: &[usize]) -> Result<()> {
+async fn compare(
+    scheduler: PathBuf,
+    sizes: &str,
+    timeout: Duration,
+    nulls: &[usize],
+    logs: Option<PathBuf>,
+) -> Result<()> {
     let assets =
         Assets::from_env()?.context("set KUBE_ASSETS to a folder with etcd, kube-apiserver and kube-scheduler")?;
     let mut rows = Vec::new();
@@ -125,6 +134,16 @@ async fn compare(scheduler: PathBuf, sizes: &str, timeout: Duration, nulls: &[us
         let runs = [Who::Ours, Who::Kube].into_iter().chain(nulls.iter().map(|&c| Who::Null(c)));
         for who in runs {
             let row = drain(&plane, &client, &scheduler, who, n, m, timeout).await?;
+            if let Some(dir) = &logs {
+                std::fs::create_dir_all(dir)?;
+                let name = match who {
+                    Who::Ours => "custom-scheduler",
+                    Who::Kube => "kube-scheduler",
+                    Who::Null(_) => "null-binder",
+                };
+                let from = plane.dir().join(format!("{name}.log"));
+                let _ = std::fs::copy(&from, dir.join(format!("{n}x{m}-{}.log", who.label().replace([' ', ','], "-"))));
+            }
             eprintln!(
                 "{n} nodes / {m} pods, {}: first bind {:.2}s, last {:.2}s, {:.0} pods/s, {} bound, bad {:?}",
                 who.label(),
@@ -143,6 +162,9 @@ async fn compare(scheduler: PathBuf, sizes: &str, timeout: Duration, nulls: &[us
             }
         }
         rows.extend(ceiling);
+        if let Some(dir) = &logs {
+            let _ = std::fs::copy(plane.apiserver_log(), dir.join(format!("{n}x{m}-kube-apiserver.log")));
+        }
     }
     println!("{}", table(&rows));
     Ok(())
