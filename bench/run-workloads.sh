@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 cargo build --release -p custom-scheduler >&2
 bin=target/release/custom-scheduler
 workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
-           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu)
+           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingChurn)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2

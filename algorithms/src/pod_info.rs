@@ -1,5 +1,7 @@
 //! `PodInfo`: everything the plugins need from a pod, parsed once when it enters.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1 as core;
 use thiserror::Error;
 
@@ -175,6 +177,9 @@ pub struct PodInfo {
     /// tolerations, node selector and affinity, node name): pods with equal
     /// signatures get equal node-local filter and score results.
     pub signature: u64,
+    /// The fields [`PodInfo::signature`] hashes, as canonical text: cache hits compare
+    /// this, never the hash alone.
+    pub signature_key: Arc<str>,
     /// The controlling owner as (kind, name), for default spread selectors.
     pub controller: Option<(String, String)>,
     /// Whether the pod has a deletion timestamp.
@@ -267,12 +272,12 @@ impl PodInfo {
             info.spread_constraints.push(spread_constraint(c, &labels).map_err(sel_err("topologySpreadConstraints"))?);
         }
         info.labels = labels;
-        info.signature = signature(spec);
+        (info.signature, info.signature_key) = signature(spec);
         Ok(info)
     }
 }
 
-fn signature(spec: &core::PodSpec) -> u64 {
+fn signature(spec: &core::PodSpec) -> (u64, Arc<str>) {
     use std::hash::{Hash, Hasher};
     let strip = |cs: &[core::Container]| -> Vec<serde_json::Value> {
         cs.iter()
@@ -297,9 +302,10 @@ fn signature(spec: &core::PodSpec) -> u64 {
         spec.node_name,
         spec.volumes.iter().flatten().filter_map(|v| v.image.as_ref()).collect::<Vec<_>>(),
     ]);
+    let text = key.to_string();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.to_string().hash(&mut h);
-    h.finish()
+    text.hash(&mut h);
+    (h.finish(), Arc::from(text))
 }
 
 fn affinity_term(t: &core::PodAffinityTerm, namespace: &str, labels: &Labels) -> Result<AffinityTerm, SelectorError> {

@@ -25,7 +25,7 @@ pub struct Snapshot {
     pub workloads: Arc<WorkloadSelectors>,
     /// Indexes of nodes with at least one pod with required anti-affinity.
     pub with_required_anti_affinity: Vec<usize>,
-    /// Changes whenever the node list or the image counts change (not on pod changes).
+    /// Changes whenever nodes are added or removed (not when a node or its pods change).
     pub epoch: u64,
 }
 
@@ -55,6 +55,7 @@ impl Snapshot {
         self.index = Arc::new(nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect());
         self.generations = nodes.iter().map(|n| n.generation).collect();
         self.nodes = nodes;
+        self.epoch = crate::node_info::next_generation();
         self.refresh_pod_indexes();
         self.refresh_images();
     }
@@ -90,7 +91,6 @@ impl Snapshot {
 
     /// Recomputes how many nodes hold each image.
     pub fn refresh_images(&mut self) {
-        self.epoch = crate::node_info::next_generation();
         let mut counts: HashMap<String, usize> = HashMap::new();
         for n in &self.nodes {
             for (img, _) in &n.images {

@@ -38,7 +38,47 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("PreferredTopologySpreading", 5000, 1000, 5000),
     ("Unschedulable", 5000, 200, 5000),
     ("SchedulingGpu", 5000, 1000, 5000),
+    ("SchedulingChurn", 5000, 1000, 10000),
 ];
+
+/// Churn steps per second of the churn workload: each step updates one node (a newly
+/// pulled image in its status, or a label), deletes one bound pod and creates one pod.
+pub const CHURN_PER_SECOND: f64 = 20.0;
+
+/// One step of cluster churn.
+#[derive(Debug, Clone)]
+pub struct ChurnStep {
+    /// The updated node object.
+    pub node: core::Node,
+    /// `namespace/name` of a bound pod that leaves, while initial pods last.
+    pub leaving: Option<String>,
+    /// A pod that arrives.
+    pub arriving: core::Pod,
+}
+
+/// The steps per second at which `name` churns the cluster (`None`: no churn).
+pub fn churn_rate(name: &str) -> Option<f64> {
+    name.eq_ignore_ascii_case("SchedulingChurn").then_some(CHURN_PER_SECOND)
+}
+
+/// Step `k` of the churn of a cluster of `nodes` nodes that started with `init` initial pods.
+/// Even steps give a node a newly pulled image; odd steps change a label. Nodes are
+/// visited in a scattered order so that consecutive steps touch different nodes.
+pub fn churn_step(nodes: usize, init: usize, k: usize) -> ChurnStep {
+    let n = nodes.max(1);
+    let j = (k * 7919 + 13) % n;
+    let mut node = base_node(j);
+    node = if k.is_multiple_of(2) {
+        node.image(&[&format!("registry.example/churn/app-{k}:1")], 300 * 1024 * 1024)
+    } else {
+        node.label("example.com/churn-step", &k.to_string())
+    };
+    ChurnStep {
+        node: node.build(),
+        leaving: (k < init).then(|| format!("sched-perf/init-{k}")),
+        arriving: with_created(base_pod("churn", k).build(), init + 1_000_000 + k),
+    }
+}
 
 fn zone(i: usize) -> String {
     format!("zone{}", i % 3 + 1)
@@ -152,6 +192,22 @@ mod tests {
         }
         assert!(workload("schedulingbasic", None, None).is_some());
         assert!(workload("NoSuchWorkload", None, None).is_none());
+    }
+
+    #[test]
+    fn churn_steps_alternate_images_and_labels_and_replace_initial_pods() {
+        assert_eq!(churn_rate("SchedulingChurn"), Some(CHURN_PER_SECOND));
+        assert_eq!(churn_rate("SchedulingBasic"), None);
+        let even = churn_step(100, 2, 0);
+        let images = even.node.status.as_ref().and_then(|s| s.images.as_ref()).map_or(0, Vec::len);
+        assert_eq!(images, 1);
+        assert_eq!(even.leaving.as_deref(), Some("sched-perf/init-0"));
+        let odd = churn_step(100, 2, 1);
+        let labels = odd.node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("example.com/churn-step").map(String::as_str), Some("1"));
+        assert_ne!(odd.node.metadata.name, even.node.metadata.name);
+        assert_eq!(churn_step(100, 2, 2).leaving, None);
+        assert_eq!(churn_step(100, 2, 5).arriving.metadata.name.as_deref(), Some("churn-5"));
     }
 
     #[test]

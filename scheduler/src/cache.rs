@@ -100,6 +100,7 @@ impl Cache {
                     return NodeChange::Unchanged;
                 }
                 let old = cur.clone();
+                self.images_changed |= old.images != node.images;
                 Arc::make_mut(&mut self.nodes[i]).update_node(node);
                 self.dirty.insert(i);
                 NodeChange::Changed { old, new: self.nodes[i].clone() }
@@ -109,10 +110,10 @@ impl Cache {
                 let node = Arc::new(node);
                 self.nodes.push(node.clone());
                 self.structure_changed = true;
+                self.images_changed = true;
                 NodeChange::Added(node)
             }
         };
-        self.images_changed = true;
         for pod in self.orphans.remove(&name).unwrap_or_default() {
             let _ = self.add_pod(pod);
         }

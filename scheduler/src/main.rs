@@ -92,7 +92,7 @@ enum Command {
         cluster: Option<PathBuf>,
         /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
         /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
-        /// PreferredTopologySpreading, Unschedulable, SchedulingGpu).
+        /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingChurn).
         #[arg(long)]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).
@@ -116,6 +116,10 @@ enum Command {
         /// Recompute every node for every pod instead of reusing results across identical pods.
         #[arg(long)]
         no_equivalence_cache: bool,
+        /// Churn steps per second during the measured phase (a node updated, a bound pod
+        /// deleted, a pod created); default: the workload's own (SchedulingChurn: 20).
+        #[arg(long, requires = "workload")]
+        churn_per_second: Option<f64>,
     },
     /// Explain why a pod fits or does not fit each node.
     Explain {
@@ -234,10 +238,24 @@ fn dispatch(cmd: Command) -> Result<()> {
             runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
             Ok(())
         }
-        Command::Simulate { cluster, workload, nodes, pods, config, output, write, seed, no_equivalence_cache } => {
+        Command::Simulate {
+            cluster,
+            workload,
+            nodes,
+            pods,
+            config,
+            output,
+            write,
+            seed,
+            no_equivalence_cache,
+            churn_per_second,
+        } => {
             let sim = SimFlags { output, seed, no_equivalence_cache };
             match workload {
-                Some(name) => run_workload(&name, nodes, pods, config.as_deref(), sim),
+                Some(name) => {
+                    let churn = churn_per_second.or_else(|| bench::workloads::churn_rate(&name));
+                    run_workload(&name, (nodes, pods), churn, config.as_deref(), sim)
+                }
                 None => run_simulate(cluster.as_deref(), config.as_deref(), write.as_deref(), sim),
             }
         }
@@ -298,8 +316,8 @@ impl SimFlags {
 
 fn run_workload(
     name: &str,
-    nodes: Option<usize>,
-    pods: Option<usize>,
+    (nodes, pods): (Option<usize>, Option<usize>),
+    churn_per_second: Option<f64>,
     config: Option<&Path>,
     sim: SimFlags,
 ) -> Result<()> {
@@ -339,7 +357,21 @@ fn run_workload(
     parsed.pending = measured;
     let init_count = init.len();
     drop(objects);
-    let report = simulate::run_phased(profiles, parsed, init, &sim.options());
+    let churn = churn_per_second.filter(|r| *r > 0.0).map(|per_second| {
+        let node_count = parsed.nodes.len();
+        simulate::Churn {
+            per_second,
+            step: Box::new(move |k| {
+                let step = bench::workloads::churn_step(node_count, init_count, k);
+                Some(simulate::ChurnStep {
+                    node: algorithms::NodeInfo::from_node(&step.node).ok(),
+                    leaving: step.leaving,
+                    arriving: algorithms::PodInfo::from_pod(&step.arriving).ok(),
+                })
+            }),
+        }
+    });
+    let report = simulate::run_churned(profiles, parsed, init, &sim.options(), churn);
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         _ => {

@@ -107,7 +107,7 @@ impl SchedulingQueue {
                 // What may change in a pending pod: labels, tolerations, images, resources
                 // (all in its labels or signature). A status update (our own condition)
                 // changes none of them and is no reason to retry.
-                let changed = q.pod.signature != pod.signature || q.pod.labels != pod.labels;
+                let changed = q.pod.signature_key != pod.signature_key || q.pod.labels != pod.labels;
                 q.pod = pod;
                 if changed && self.unschedulable.remove(&key).is_some() {
                     self.backoff.push(key.clone(), Reverse(now));

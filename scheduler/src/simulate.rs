@@ -61,6 +61,78 @@ pub struct SimulationReport {
     /// Peak resident memory of the process, in MiB (when the platform reports it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_memory_mib: Option<f64>,
+    /// Churn steps applied while the measured pods were scheduled.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub churn_steps: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// One change of the cluster during the measured phase: a node update, a bound pod that
+/// leaves and a pod that arrives, each optional.
+#[derive(Debug, Default)]
+pub struct ChurnStep {
+    /// The node's new version.
+    pub node: Option<algorithms::NodeInfo>,
+    /// `namespace/name` of a placed pod that is deleted.
+    pub leaving: Option<String>,
+    /// A new pending pod.
+    pub arriving: Option<PodInfo>,
+}
+
+/// Cluster churn at a steady wall-clock rate while the measured pods are scheduled,
+/// as scheduler_perf's churn operation does.
+pub struct Churn {
+    /// Steps per second.
+    pub per_second: f64,
+    /// Builds step `k`; `None` ends the churn.
+    pub step: Box<dyn FnMut(usize) -> Option<ChurnStep> + Send>,
+}
+
+/// A churn in progress.
+struct ChurnRun {
+    churn: Churn,
+    started: Instant,
+    done: usize,
+    /// The measured backlog: churn stops once this many pods were placed or parked, so
+    /// that arrivals cannot outrun a slow scheduler forever.
+    backlog: usize,
+    ended: bool,
+}
+
+impl ChurnRun {
+    /// Applies the steps due by now, firing the events the informers would.
+    fn apply_due(&mut self, engine: &mut Engine, clock: Instant, out: &mut Drained) {
+        if self.ended || out.placements.len() + out.failures.len() >= self.backlog {
+            return;
+        }
+        let due = (self.started.elapsed().as_secs_f64() * self.churn.per_second) as usize;
+        while self.done < due {
+            let Some(step) = (self.churn.step)(self.done) else {
+                self.ended = true;
+                return;
+            };
+            self.done += 1;
+            if let Some(node) = step.node
+                && let Some(event) = engine.cache.upsert_node(node).event()
+            {
+                engine.on_event(event, clock);
+            }
+            if let Some(key) = step.leaving
+                && let Some(gone) = engine.cache.remove_pod(&key)
+            {
+                out.placements.remove(&key);
+                engine.on_event(algorithms::events::ClusterEvent::PodDeleted(gone), clock);
+            }
+            if let Some(pod) = step.arriving
+                && engine.handles(&pod)
+            {
+                engine.queue.add(Arc::new(pod), clock);
+            }
+        }
+    }
 }
 
 /// Peak resident set size of this process in bytes (Linux), if known.
@@ -118,9 +190,18 @@ struct Drained {
 }
 
 /// Schedules until the queue holds only unschedulable pods, binding in memory.
-fn drain(engine: &mut Engine, cycler: &mut Cycler, clock: &mut Instant, bar: Option<&ProgressBar>) -> Drained {
+fn drain(
+    engine: &mut Engine,
+    cycler: &mut Cycler,
+    clock: &mut Instant,
+    bar: Option<&ProgressBar>,
+    mut churn: Option<&mut ChurnRun>,
+) -> Drained {
     let mut out = Drained::default();
     loop {
+        if let Some(c) = churn.as_deref_mut() {
+            c.apply_due(engine, *clock, &mut out);
+        }
         let Some(cycle) = cycler.schedule_one(engine, *clock) else {
             // Nothing is ready: jump the virtual clock to the next backoff expiry, if any.
             match engine.queue.next_backoff() {
@@ -169,6 +250,17 @@ pub fn run_phased(
     init: Vec<PodInfo>,
     opts: &SimulateOptions,
 ) -> SimulationReport {
+    run_churned(profiles, cluster, init, opts, None)
+}
+
+/// Like [`run_phased`], applying `churn` while the measured pods are scheduled.
+pub fn run_churned(
+    profiles: Vec<Profile>,
+    cluster: ParsedCluster,
+    init: Vec<PodInfo>,
+    opts: &SimulateOptions,
+    churn: Option<Churn>,
+) -> SimulationReport {
     algorithms::status::set_details_enabled(false);
     let mut engine = Engine::new(profiles);
     let mut cycler = Cycler::new(&engine, opts.seed);
@@ -180,7 +272,7 @@ pub fn run_phased(
             engine.queue.add(Arc::new(pod), clock);
         }
     }
-    on_pool(|| drain(&mut engine, &mut cycler, &mut clock, None));
+    on_pool(|| drain(&mut engine, &mut cycler, &mut clock, None, None));
     for key in engine.queue.unschedulable_keys() {
         // Initial pods that fit nowhere stay out of the measured phase.
         engine.queue.delete(&key);
@@ -199,7 +291,9 @@ pub fn run_phased(
         None
     };
     let started = Instant::now();
-    let mut d = on_pool(|| drain(&mut engine, &mut cycler, &mut clock, bar.as_ref()));
+    let backlog = total as usize;
+    let mut churn = churn.map(|churn| ChurnRun { churn, started, done: 0, backlog, ended: false });
+    let mut d = on_pool(|| drain(&mut engine, &mut cycler, &mut clock, bar.as_ref(), churn.as_mut()));
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -219,6 +313,7 @@ pub fn run_phased(
         max: d.latencies.last().map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0),
     };
     report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
+    report.churn_steps = churn.map_or(0, |c| c.done);
     report
 }
 
@@ -242,6 +337,13 @@ pub fn render(report: &SimulationReport) -> String {
         "Latency per attempt: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} attempts.",
         report.latency_ms.p50, report.latency_ms.p99, report.latency_ms.max, report.attempts
     );
+    if report.churn_steps > 0 {
+        let _ = writeln!(
+            s,
+            "Churn: {} steps (a node updated, a pod deleted, a pod created) while scheduling.",
+            report.churn_steps
+        );
+    }
     if let Some(m) = report.peak_memory_mib {
         let _ = writeln!(s, "Peak memory: {m:.0} MiB.");
     }

@@ -35,6 +35,48 @@ fn every_workload_places_the_same_pods_with_and_without_the_cache() {
     }
 }
 
+/// SchedulingChurn with every churn step due before the first cycle, so the outcome is
+/// deterministic: 40 steps update 40 nodes, delete the initial pods and add 40 pods.
+fn churned(no_cache: bool) -> SimulationReport {
+    use bench::workloads::churn_step;
+    use scheduler::simulate::{Churn, ChurnStep, run_churned};
+    let w = workload("SchedulingChurn", Some(120), Some(300)).unwrap();
+    let init_count = w.init_pods.len();
+    let objects = ClusterObjects {
+        nodes: w.cluster.nodes,
+        pods: w.measured_pods,
+        namespaces: w.cluster.namespaces,
+        workloads: Default::default(),
+    };
+    let parsed = parse_cluster(&objects, "churn").unwrap();
+    let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
+    let churn = Churn {
+        per_second: 1e12,
+        step: Box::new(move |k| {
+            (k < 40).then(|| {
+                let step = churn_step(120, init_count, k);
+                ChurnStep {
+                    node: Some(algorithms::NodeInfo::from_node(&step.node).unwrap()),
+                    leaving: step.leaving,
+                    arriving: Some(PodInfo::from_pod(&step.arriving).unwrap()),
+                }
+            })
+        }),
+    };
+    let opts = SimulateOptions { seed: 3, progress: false, no_equivalence_cache: no_cache };
+    run_churned(vec![default_profile("custom-scheduler")], parsed, init, &opts, Some(churn))
+}
+
+#[test]
+fn churn_adds_pods_and_changes_no_placement_of_the_cache() {
+    let cached = churned(false);
+    assert_eq!(cached.churn_steps, 40);
+    assert_eq!(cached.scheduled, 340, "300 measured pods and 40 that arrived");
+    assert!(cached.placements.contains_key("sched-perf/churn-39"));
+    let plain = churned(true);
+    assert_eq!(cached.placements, plain.placements);
+}
+
 #[test]
 fn workloads_schedule_what_fits() {
     let basic = simulate("SchedulingBasic", 1, false);
@@ -62,7 +104,9 @@ fn outcome(ev: &algorithms::Evaluation) -> Outcome {
 /// The engine's path (long-lived plugins with their per-node fact caches, plus the
 /// equivalence cache) against the plain algorithm (fresh plugins for every pod, every
 /// plugin on every node): the same verdicts, scores and choice for every pod of every
-/// workload while the cluster fills up and now and then loses a pod.
+/// workload while the cluster fills up, now and then loses a pod, and churns: nodes
+/// pull and drop the pods' own image (which moves every node's image-locality score),
+/// change labels, and join and leave.
 #[test]
 fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
     use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
@@ -112,6 +156,53 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
                 snap.replace_node(i, Arc::new(node));
                 snap.set_pod_flags(i);
             }
+            churn(&mut snap, &mut placed, k);
         }
+    }
+}
+
+/// Step `k` of the churn of the test above.
+fn churn(snap: &mut algorithms::Snapshot, placed: &mut Vec<(usize, String, String)>, k: usize) {
+    use algorithms::NodeInfo;
+    use algorithms::testing::NodeBuilder;
+    use std::sync::Arc;
+    const MB: i64 = 1024 * 1024;
+    let n = snap.nodes.len();
+    if k % 5 == 2 {
+        // A node pulls (or, every other time, drops) the pods' image, or changes a label.
+        let i = (k * 31) % n;
+        let cur = snap.nodes[i].clone();
+        let mut fresh = NodeInfo {
+            labels: cur.labels.clone(),
+            allocatable: cur.allocatable.clone(),
+            taints: cur.taints.clone(),
+            images: cur.images.clone(),
+            ..NodeInfo::default()
+        };
+        match k % 3 {
+            0 => fresh.images = vec![("registry.k8s.io/pause:3.10".into(), (300 + k as i64) * MB)],
+            1 => fresh.images.clear(),
+            _ => {
+                fresh.labels.insert("example.com/churn".into(), k.to_string());
+            }
+        }
+        let mut node = (*cur).clone();
+        node.update_node(fresh);
+        snap.replace_node(i, Arc::new(node));
+        snap.refresh_images();
+    }
+    if k % 23 == 11 {
+        // A node joins at the end of the list.
+        let built = NodeBuilder::new(&format!("joined-{k}")).capacity("4", "32Gi", "110").build();
+        let mut nodes = snap.nodes.clone();
+        nodes.push(Arc::new(NodeInfo::from_node(&built).unwrap()));
+        snap.set_nodes(nodes);
+    }
+    if k % 23 == 17 {
+        // The last node leaves with its pods.
+        let mut nodes = snap.nodes.clone();
+        nodes.pop();
+        placed.retain(|(i, ..)| *i < nodes.len());
+        snap.set_nodes(nodes);
     }
 }

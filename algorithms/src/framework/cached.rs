@@ -9,6 +9,8 @@
 //! normalization and selection always run over fresh totals, so the result is the
 //! one the plain path computes.
 
+use std::sync::Arc;
+
 use rand::Rng;
 
 use super::run::{
@@ -28,15 +30,22 @@ const SIGNATURES: usize = 8;
 pub struct EquivalenceCache {
     slots: Vec<Slot>,
     tick: u64,
+    recomputed: u64,
 }
 
 /// Node-local filter verdicts and raw scores of one pod signature, kept as flat
 /// arrays by node index (struct of arrays: the per-pod scan touches only what it needs).
+///
+/// An entry is valid while the node at its index has the generation it was computed
+/// with: generations are unique across nodes and versions, so a node's change, a
+/// node's arrival or departure (which moves indexes) invalidates exactly the entries
+/// concerned. Scores that read the cluster-wide image spread are kept apart: they are
+/// recomputed when the spread of the pod's own images, or the node count, changes.
 #[derive(Default)]
 struct Slot {
     used: u64,
-    signature: Option<u64>,
-    epoch: u64,
+    /// The pod's signature text (compared in full on every hit).
+    key: Option<Arc<str>>,
     /// Each node's generation when its entry was computed (0: never).
     generations: Vec<u64>,
     /// Per node: 0 when every node-local filter passes, else 1 + the index of the first
@@ -46,6 +55,43 @@ struct Slot {
     statuses: StatusTable,
     /// Raw scores by score plugin, then node: `raw[p][i]`.
     raw: Vec<Vec<i64>>,
+    /// The image spread the image-dependent columns were computed with.
+    spread: Vec<usize>,
+}
+
+impl Slot {
+    fn is_for(&self, pod: &PodInfo) -> bool {
+        self.key.as_deref() == Some(&*pod.signature_key)
+    }
+
+    /// Starts over for `pod` with `n` nodes and `plugins` score columns.
+    fn reset(&mut self, pod: &PodInfo, n: usize, plugins: usize) {
+        self.key = Some(pod.signature_key.clone());
+        self.generations = vec![0; n];
+        self.verdicts = vec![0; n];
+        self.statuses = StatusTable::default();
+        self.raw = vec![vec![0; n]; plugins];
+        self.spread.clear();
+    }
+
+    /// Follows a change in the node count: entries whose index now holds another node
+    /// fail the generation check and are recomputed.
+    fn resize(&mut self, n: usize) {
+        self.generations.resize(n, 0);
+        self.verdicts.resize(n, 0);
+        for column in &mut self.raw {
+            column.resize(n, 0);
+        }
+    }
+}
+
+/// What image-spread-dependent scores of `pod` read: the node count and how many
+/// nodes hold each of its images.
+fn image_spread(pod: &PodInfo, snapshot: &Snapshot) -> Vec<usize> {
+    let mut out = Vec::with_capacity(pod.images.len() + 1);
+    out.push(snapshot.nodes.len());
+    out.extend(pod.images.iter().map(|i| snapshot.image_nodes.get(i).copied().unwrap_or(0)));
+    out
 }
 
 impl EquivalenceCache {
@@ -54,14 +100,18 @@ impl EquivalenceCache {
         Self::default()
     }
 
-    /// The slot for a signature: its own, else a free or the least recently used one.
-    fn slot(&mut self, signature: u64) -> &mut Slot {
+    /// How many (pod, node) node-local entries were computed so far.
+    pub fn nodes_recomputed(&self) -> u64 {
+        self.recomputed
+    }
+
+    /// The slot for a pod: its own, else a free or the least recently used one.
+    fn slot(&mut self, pod: &PodInfo) -> (&mut Slot, &mut u64) {
         self.tick += 1;
-        let i =
-            crate::lru::slot_index(&mut self.slots, SIGNATURES, signature, |s| s.signature.unwrap_or(0), |s| s.used);
+        let i = crate::lru::slot_index(&mut self.slots, SIGNATURES, |s| s.is_for(pod), |s| s.used);
         let slot = &mut self.slots[i];
         slot.used = self.tick;
-        slot
+        (slot, &mut self.recomputed)
     }
 }
 
@@ -105,21 +155,16 @@ pub fn evaluate_cached(
     }
 
     let plugins = profile.scores.len();
-    let cache = cache.slot(pod.signature);
-    if cache.signature != Some(pod.signature)
-        || cache.epoch != snapshot.epoch
-        || cache.generations.len() != n
-        || cache.raw.len() != plugins
-        // Statuses with details are never shared; start over before they pile up.
-        || cache.statuses.len() > 2 * n + 64
-    {
-        cache.signature = Some(pod.signature);
-        cache.epoch = snapshot.epoch;
-        cache.generations = vec![0; n];
-        cache.verdicts = vec![0; n];
-        cache.statuses = StatusTable::default();
-        cache.raw = vec![vec![0; n]; plugins];
+    let (cache, recomputed) = cache.slot(pod);
+    // Statuses with details are never shared; start over before they pile up.
+    if !cache.is_for(pod) || cache.raw.len() != plugins || cache.statuses.len() > 2 * n + 64 {
+        cache.reset(pod, n, plugins);
+    } else if cache.generations.len() != n {
+        cache.resize(n);
     }
+    let spread = image_spread(pod, snapshot);
+    let spread_changed = cache.spread != spread;
+    cache.spread = spread;
     let stale: Vec<usize> = cache
         .generations
         .iter()
@@ -128,6 +173,7 @@ pub fn evaluate_cached(
         .filter(|(_, (c, s))| c != s)
         .map(|(i, _)| i)
         .collect();
+    *recomputed += stale.len() as u64;
     let prefix = &fstates[..local_filters];
     let fresh = map_nodes(stale.len(), |k| {
         let node = &snapshot.nodes[stale[k]];
@@ -148,6 +194,17 @@ pub fn evaluate_cached(
         cache.verdicts[i] = st.map_or(0, |st| cache.statuses.intern(st) + 1);
         for (p, column) in cache.raw.iter_mut().enumerate() {
             column[i] = raw[p];
+        }
+    }
+    if spread_changed && stale.len() < n {
+        // Only the image-spread columns of nodes that kept their entries are out of date.
+        for &p in local_scores.iter().filter(|&&p| profile.scores[p].plugin.reads_image_spread()) {
+            let Some(Some(state)) = &local_states[p] else { continue };
+            let plugin = &profile.scores[p].plugin;
+            let column = map_nodes(n, |i| {
+                if cache.verdicts[i] == 0 { plugin.score_at(state, pod, &snapshot.nodes[i], snapshot, i) } else { 0 }
+            });
+            cache.raw[p] = column;
         }
     }
 
@@ -232,4 +289,93 @@ fn run_filters_suffix(
     index: usize,
 ) -> Status {
     run_filters(&profile.filters[from..], &states[from..], pod, node, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::default_profile;
+    use crate::testing::{NodeBuilder, PodBuilder, snapshot};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn run(profile: &Profile, pod: &PodInfo, snap: &Snapshot, cache: &mut EquivalenceCache) -> Evaluation {
+        let mut rng = StdRng::seed_from_u64(1);
+        evaluate_cached(profile, pod, snap, &mut rng, EvaluateOptions::default(), cache)
+    }
+
+    fn nodes(n: usize) -> Vec<k8s_openapi::api::core::v1::Node> {
+        (0..n).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "8Gi", "110").build()).collect()
+    }
+
+    #[test]
+    fn a_label_or_image_change_on_one_node_recomputes_that_node_only() {
+        let profile = default_profile("s");
+        let mut snap = snapshot(&nodes(50), &[]);
+        let pod = PodInfo::from_pod(&PodBuilder::new("p").req("100m", "100Mi").images(&["app:1"]).build()).unwrap();
+        let mut cache = EquivalenceCache::new();
+        run(&profile, &pod, &snap, &mut cache);
+        assert_eq!(cache.nodes_recomputed(), 50);
+        run(&profile, &pod, &snap, &mut cache);
+        assert_eq!(cache.nodes_recomputed(), 50, "nothing changed");
+
+        // A label on node 3, then an image the pod does not use on node 4.
+        let mut node = (*snap.nodes[3]).clone();
+        let mut fresh = node.clone();
+        fresh.labels.insert("k".into(), "v".into());
+        node.update_node(fresh);
+        snap.replace_node(3, Arc::new(node));
+        let mut node = (*snap.nodes[4]).clone();
+        let mut fresh = node.clone();
+        fresh.images.push(("other:1".into(), 500 << 20));
+        node.update_node(fresh);
+        snap.replace_node(4, Arc::new(node));
+        snap.refresh_images();
+        run(&profile, &pod, &snap, &mut cache);
+        assert_eq!(cache.nodes_recomputed(), 52);
+
+        // A node joins: only it is computed.
+        let mut all = snap.nodes.clone();
+        let joined = NodeBuilder::new("joined").capacity("4", "8Gi", "110").build();
+        all.push(Arc::new(crate::NodeInfo::from_node(&joined).unwrap()));
+        snap.set_nodes(all);
+        run(&profile, &pod, &snap, &mut cache);
+        assert_eq!(cache.nodes_recomputed(), 53);
+    }
+
+    #[test]
+    fn the_pods_own_image_spreading_refreshes_image_scores_everywhere() {
+        let profile = default_profile("s");
+        let mut built = nodes(4);
+        built[0] = NodeBuilder::new("n0").capacity("4", "8Gi", "110").image(&["app:1"], 800 << 20).build();
+        let mut snap = snapshot(&built, &[]);
+        let pod = PodInfo::from_pod(&PodBuilder::new("p").req("100m", "100Mi").images(&["app:1"]).build()).unwrap();
+        let mut cache = EquivalenceCache::new();
+        let before = run(&profile, &pod, &snap, &mut cache);
+        // Node 1 pulls the image: node 0's image score rises with the spread too.
+        let mut node = (*snap.nodes[1]).clone();
+        let mut fresh = node.clone();
+        fresh.images.push(("app:1".into(), 800 << 20));
+        node.update_node(fresh);
+        snap.replace_node(1, Arc::new(node));
+        snap.refresh_images();
+        let cached = run(&profile, &pod, &snap, &mut cache);
+        let mut rng = StdRng::seed_from_u64(1);
+        let plain = super::super::evaluate(&profile, &pod, &snap, &mut rng, EvaluateOptions::default());
+        assert_eq!(cached.totals, plain.totals);
+        assert_ne!(cached.totals[0], before.totals[0], "node 0's score follows the spread");
+    }
+
+    #[test]
+    fn a_slot_is_hit_only_by_an_equal_key_even_when_hashes_collide() {
+        let profile = default_profile("s");
+        let snap = snapshot(&nodes(3), &[]);
+        let small = PodInfo::from_pod(&PodBuilder::new("a").req("1", "1Gi").build()).unwrap();
+        let mut big = PodInfo::from_pod(&PodBuilder::new("b").req("5", "1Gi").build()).unwrap();
+        big.signature = small.signature;
+        let mut cache = EquivalenceCache::new();
+        assert_eq!(run(&profile, &small, &snap, &mut cache).feasible.len(), 3);
+        let ev = run(&profile, &big, &snap, &mut cache);
+        assert!(ev.feasible.is_empty(), "a 5-CPU pod fits no 4-CPU node");
+    }
 }

@@ -132,8 +132,16 @@ pub trait ScorePlugin: Send + Sync {
     fn normalize(&self, _state: &PluginState, _scores: &mut [i64]) {}
 
     /// True when PreScore depends only on the pod's signature (not on the feasible
-    /// nodes) and the raw Score only on the pod and the node, for a given snapshot epoch.
+    /// nodes) and the raw Score only on the pod and the node, apart from what
+    /// [`ScorePlugin::reads_image_spread`] declares.
     fn node_local(&self) -> bool {
+        false
+    }
+
+    /// True when the raw Score also reads the node count and how many nodes hold each
+    /// image ([`Snapshot::image_nodes`]); node-local results are then refreshed when
+    /// those change for the pod's images.
+    fn reads_image_spread(&self) -> bool {
         false
     }
 }

@@ -27,6 +27,10 @@ impl ScorePlugin for ImageLocality {
         true
     }
 
+    fn reads_image_spread(&self) -> bool {
+        true
+    }
+
     fn score(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
         let total = snapshot.nodes.len().max(1) as f64;
         let mut sum: i64 = 0;

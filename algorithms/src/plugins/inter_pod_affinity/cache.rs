@@ -5,14 +5,13 @@
 //! changed are recomputed, and the sums by topology domain that Filter reads are kept
 //! current by taking a changed node's old contribution out and its new one in.
 
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
 use super::NO_LABELS;
 use crate::labels::Labels;
-use crate::pod_info::{AffinityTerm, PodInfo};
+use crate::pod_info::{AffinityTerm, PodInfo, WeightedAffinityTerm};
 use crate::snapshot::Snapshot;
 
 /// Value id of a node without the key.
@@ -170,10 +169,20 @@ fn intern(ids: &mut FxHashMap<String, u32>, v: &str) -> u32 {
 
 #[derive(Debug, Default)]
 struct Slot {
-    key: u64,
+    key: Option<FilterKey>,
     epoch: u64,
     used: u64,
     facts: Facts,
+}
+
+/// Everything the filter facts depend on besides the nodes.
+#[derive(Debug, Clone, PartialEq)]
+struct FilterKey {
+    namespace: String,
+    labels: Labels,
+    ns_labels: Labels,
+    affinity: Vec<AffinityTerm>,
+    anti: Vec<AffinityTerm>,
 }
 
 /// The cache a plugin instance keeps.
@@ -183,14 +192,14 @@ pub struct AffinityCache {
     tick: u64,
 }
 
-fn key_of(pod: &PodInfo, ns_labels: &Labels, affinity: &[AffinityTerm], anti: &[AffinityTerm]) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    pod.namespace.hash(&mut h);
-    pod.labels.hash(&mut h);
-    ns_labels.hash(&mut h);
-    affinity.hash(&mut h);
-    anti.hash(&mut h);
-    h.finish()
+impl FilterKey {
+    fn is(&self, pod: &PodInfo, ns_labels: &Labels, affinity: &[AffinityTerm], anti: &[AffinityTerm]) -> bool {
+        self.namespace == pod.namespace
+            && self.labels == pod.labels
+            && &self.ns_labels == ns_labels
+            && self.affinity == affinity
+            && self.anti == anti
+    }
 }
 
 impl AffinityCache {
@@ -204,16 +213,23 @@ impl AffinityCache {
         f: impl FnOnce(&Facts) -> R,
     ) -> R {
         let ns_labels = snapshot.namespace_labels(&pod.namespace);
-        let key = key_of(pod, ns_labels, affinity, anti);
+        let own = |s: &Slot| s.key.as_ref().is_some_and(|k| k.is(pod, ns_labels, affinity, anti));
         let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
         guard.tick += 1;
         let tick = guard.tick;
         let slots = &mut guard.slots;
-        let idx = crate::lru::slot_index(slots, SLOTS, key, |s| s.key, |s| s.used);
+        let idx = crate::lru::slot_index(slots, SLOTS, own, |s| s.used);
         let slot = &mut slots[idx];
         let n = snapshot.nodes.len();
-        if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n {
-            *slot = Slot { key, epoch: snapshot.epoch, used: tick, facts: Facts::default() };
+        if !own(slot) || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n {
+            let key = FilterKey {
+                namespace: pod.namespace.clone(),
+                labels: pod.labels.clone(),
+                ns_labels: ns_labels.clone(),
+                affinity: affinity.to_vec(),
+                anti: anti.to_vec(),
+            };
+            *slot = Slot { key: Some(key), epoch: snapshot.epoch, used: tick, facts: Facts::default() };
             let fa = &mut slot.facts;
             fa.generations = vec![0; n];
             fa.counted = vec![false; n];
@@ -275,7 +291,7 @@ impl AffinityCache {
 /// Per-node score contributions for one incoming pod shape, with interned keys and values.
 #[derive(Debug, Default)]
 struct ScoreSlot {
-    key: u64,
+    key: Option<ScoreKey>,
     epoch: u64,
     used: u64,
     generations: Vec<u64>,
@@ -309,6 +325,25 @@ impl TopologyScores {
     }
 }
 
+/// Everything one pod shape's score contributions depend on besides the nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoreKey {
+    /// Whether the pod has preferred terms of its own.
+    pub has_own: bool,
+    /// hardPodAffinityWeight.
+    pub hard: i64,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's labels.
+    pub labels: Labels,
+    /// Its namespace's labels.
+    pub ns_labels: Labels,
+    /// Preferred affinity terms, namespaces resolved.
+    pub affinity: Vec<WeightedAffinityTerm>,
+    /// Preferred anti-affinity terms, namespaces resolved.
+    pub anti: Vec<WeightedAffinityTerm>,
+}
+
 /// The scoring cache a plugin instance keeps.
 #[derive(Debug, Default)]
 pub struct ScoreCache {
@@ -321,18 +356,18 @@ impl ScoreCache {
     /// and sums them by the contributing node's value of each key.
     pub fn aggregate(
         &mut self,
-        key: u64,
+        key: ScoreKey,
         snapshot: &Snapshot,
         contribution: impl Fn(&crate::node_info::NodeInfo) -> Vec<(String, i64)>,
     ) -> TopologyScores {
         self.tick += 1;
         let tick = self.tick;
-        let idx = crate::lru::slot_index(&mut self.slots, SLOTS, key, |s| s.key, |s| s.used);
+        let idx = crate::lru::slot_index(&mut self.slots, SLOTS, |s| s.key.as_ref() == Some(&key), |s| s.used);
         let slot = &mut self.slots[idx];
         let n = snapshot.nodes.len();
-        if slot.key != key || slot.epoch != snapshot.epoch || slot.generations.len() != n {
+        if slot.key.as_ref() != Some(&key) || slot.epoch != snapshot.epoch || slot.generations.len() != n {
             *slot = ScoreSlot {
-                key,
+                key: Some(key),
                 epoch: snapshot.epoch,
                 generations: vec![0; n],
                 contributions: vec![Vec::new(); n],

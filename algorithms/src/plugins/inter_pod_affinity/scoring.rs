@@ -83,15 +83,14 @@ impl ScorePlugin for InterPodAffinity {
             }
             out
         };
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = rustc_hash::FxHasher::default();
-            (has_own, hard, &pod.namespace, &pod.labels, ns_labels).hash(&mut h);
-            for w in affinity.iter().chain(&anti) {
-                (w.weight, &w.term).hash(&mut h);
-            }
-            affinity.len().hash(&mut h);
-            h.finish()
+        let key = super::cache::ScoreKey {
+            has_own,
+            hard,
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            ns_labels: ns_labels.clone(),
+            affinity: affinity.clone(),
+            anti: anti.clone(),
         };
         let topology =
             self.score_cache.lock().unwrap_or_else(|e| e.into_inner()).aggregate(key, snapshot, contribution);

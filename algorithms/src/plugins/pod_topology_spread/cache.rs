@@ -4,14 +4,15 @@
 //! generation changed are recomputed, and the per-domain sums Filter reads are kept
 //! current by taking a changed node's old contribution out and its new one in.
 
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
 use super::{count_matching, has_all_keys, node_included};
+use crate::labels::{Labels, NodeSelector};
 use crate::pod_info::{PodInfo, SpreadConstraint};
 use crate::snapshot::Snapshot;
+use crate::taints::Toleration;
 
 /// Value id of a node without the constraint's topology key.
 pub const MISSING: u32 = u32::MAX;
@@ -76,7 +77,7 @@ impl NodeFacts {
 
 #[derive(Debug, Default)]
 struct Slot {
-    key: u64,
+    key: Option<SpreadKey>,
     epoch: u64,
     used: u64,
     facts: NodeFacts,
@@ -89,19 +90,27 @@ pub struct SpreadCache {
     tick: u64,
 }
 
-/// Everything the facts depend on besides the node.
-fn key_of(constraints: &[SpreadConstraint], pod: &PodInfo) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    constraints.hash(&mut h);
-    pod.namespace.hash(&mut h);
-    if constraints.iter().any(|c| c.honor_node_affinity) {
-        pod.node_selector.hash(&mut h);
-        pod.required_node_affinity.hash(&mut h);
+/// Everything the facts depend on besides the nodes.
+#[derive(Debug, Clone, PartialEq)]
+struct SpreadKey {
+    constraints: Vec<SpreadConstraint>,
+    namespace: String,
+    node_affinity: Option<(Labels, Option<NodeSelector>)>,
+    tolerations: Option<Vec<Toleration>>,
+}
+
+impl SpreadKey {
+    fn new(constraints: &[SpreadConstraint], pod: &PodInfo) -> Self {
+        SpreadKey {
+            constraints: constraints.to_vec(),
+            namespace: pod.namespace.clone(),
+            node_affinity: constraints
+                .iter()
+                .any(|c| c.honor_node_affinity)
+                .then(|| (pod.node_selector.clone(), pod.required_node_affinity.clone())),
+            tolerations: constraints.iter().any(|c| c.honor_node_taints).then(|| pod.tolerations.clone()),
+        }
     }
-    if constraints.iter().any(|c| c.honor_node_taints) {
-        pod.tolerations.hash(&mut h);
-    }
-    h.finish()
 }
 
 impl SpreadCache {
@@ -114,17 +123,20 @@ impl SpreadCache {
         f: impl FnOnce(&mut NodeFacts) -> R,
     ) -> R {
         let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
-        let key = key_of(constraints, pod);
+        let key = SpreadKey::new(constraints, pod);
         guard.tick += 1;
         let tick = guard.tick;
         let slots = &mut guard.slots;
-        let idx = crate::lru::slot_index(slots, SLOTS, key, |s| s.key, |s| s.used);
+        let idx = crate::lru::slot_index(slots, SLOTS, |s| s.key.as_ref() == Some(&key), |s| s.used);
         let slot = &mut slots[idx];
         let n = snapshot.nodes.len();
         let per = constraints.len();
-        if slot.key != key || slot.epoch != snapshot.epoch || slot.facts.generations.len() != n || slot.facts.per != per
+        if slot.key.as_ref() != Some(&key)
+            || slot.epoch != snapshot.epoch
+            || slot.facts.generations.len() != n
+            || slot.facts.per != per
         {
-            *slot = Slot { key, epoch: snapshot.epoch, used: tick, facts: NodeFacts::default() };
+            *slot = Slot { key: Some(key), epoch: snapshot.epoch, used: tick, facts: NodeFacts::default() };
             let f = &mut slot.facts;
             f.per = per;
             f.has_all = vec![false; n];
