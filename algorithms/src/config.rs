@@ -242,6 +242,7 @@ pub fn default_profile(scheduler_name: &str) -> Profile {
         filters: vec![],
         scores: vec![],
         percentage_of_nodes_to_score: None,
+        preemption: None,
     })
 }
 
@@ -273,6 +274,39 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
             None => list.push((e.name.clone(), weight)),
         }
     }
+}
+
+/// DefaultPreemption's arguments, or `None` when a multiPoint or postFilter set disables it.
+fn preemption_args(
+    p: &ProfileConfig,
+    name: &str,
+    args: Option<&serde_json::Value>,
+) -> Result<Option<crate::preemption::PreemptionArgs>, ConfigError> {
+    let mut on = true;
+    let post = p.plugins.other.get("postFilter");
+    for set in [Some(&p.plugins.multi_point), post].into_iter().flatten() {
+        if set.disabled.iter().any(|d| d.name == "*" || d.name == "DefaultPreemption") {
+            on = false;
+        }
+        if set.enabled.iter().any(|e| e.name == "DefaultPreemption") {
+            on = true;
+        }
+    }
+    let mut out = crate::preemption::PreemptionArgs::default();
+    if let Some(v) = args.filter(|v| !v.is_null()) {
+        let field = |key: &str, default: u32| -> Result<u32, ConfigError> {
+            match v.get(key) {
+                None | Some(serde_json::Value::Null) => Ok(default),
+                Some(x) => x.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+                    ConfigError::Invalid(format!("profile {name:?}: DefaultPreemptionArgs.{key}: Invalid value: {x}"))
+                }),
+            }
+        };
+        out.min_candidate_nodes_percentage = field("minCandidateNodesPercentage", out.min_candidate_nodes_percentage)?;
+        out.min_candidate_nodes_absolute = field("minCandidateNodesAbsolute", out.min_candidate_nodes_absolute)?;
+        out.validate().map_err(|e| ConfigError::Invalid(format!("profile {name:?}: DefaultPreemptionArgs.{e}")))?;
+    }
+    Ok(on.then_some(out))
 }
 
 fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, ConfigError> {
@@ -324,6 +358,7 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
         filters: Vec::new(),
         scores: Vec::new(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(global_pct),
+        preemption: preemption_args(p, &name, args.get("DefaultPreemption").copied())?,
     };
     for (n, _) in &filters {
         if let Some(f) = get(n)?.filter {

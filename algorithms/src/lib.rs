@@ -13,6 +13,7 @@ mod lru;
 pub mod node_info;
 pub mod plugins;
 pub mod pod_info;
+pub mod preemption;
 pub mod quantity;
 pub mod requests;
 pub mod resource;

@@ -184,6 +184,15 @@ pub struct PodInfo {
     pub controller: Option<(String, String)>,
     /// Whether the pod has a deletion timestamp.
     pub terminating: bool,
+    /// `spec.preemptionPolicy` is `Never`: the pod never preempts others.
+    pub never_preempts: bool,
+    /// `status.startTime` in nanoseconds since the epoch.
+    pub started_nanos: Option<i128>,
+    /// `status.nominatedNodeName` when set.
+    pub nominated_node: Option<String>,
+    /// The pod carries a `DisruptionTarget=True` condition with reason `PreemptionByScheduler`
+    /// (the first DisruptionTarget condition decides).
+    pub preempted_by_scheduler: bool,
 }
 
 impl PodInfo {
@@ -235,6 +244,15 @@ impl PodInfo {
                 .find(|o| o.controller == Some(true))
                 .map(|o| (o.kind.clone(), o.name.clone())),
             terminating: meta.deletion_timestamp.is_some(),
+            never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
+            started_nanos: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_nanosecond()),
+            nominated_node: pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
+            preempted_by_scheduler: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+                .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")),
             ..Default::default()
         };
 

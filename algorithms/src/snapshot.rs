@@ -25,6 +25,10 @@ pub struct Snapshot {
     pub workloads: Arc<WorkloadSelectors>,
     /// Indexes of nodes with at least one pod with required anti-affinity.
     pub with_required_anti_affinity: Vec<usize>,
+    /// PodDisruptionBudgets, for preemption.
+    pub budgets: Arc<Vec<crate::preemption::Budget>>,
+    /// Pods nominated to a node by preemption, by node name.
+    pub nominated: Arc<HashMap<String, Vec<Arc<crate::pod_info::PodInfo>>>>,
     /// Changes whenever nodes are added or removed (not when a node or its pods change).
     pub epoch: u64,
 }

@@ -84,6 +84,42 @@ impl PodBuilder {
         self
     }
 
+    /// Sets `spec.preemptionPolicy: Never`.
+    pub fn never_preempt(mut self) -> Self {
+        self.spec().preemption_policy = Some("Never".into());
+        self
+    }
+
+    /// Sets `status.startTime` to `secs` seconds after the epoch.
+    pub fn started(mut self, secs: i64) -> Self {
+        let t = k8s_openapi::jiff::Timestamp::from_second(secs).unwrap_or_default();
+        self.pod.status.get_or_insert_with(Default::default).start_time = Some(meta::Time(t));
+        self
+    }
+
+    /// Sets `status.nominatedNodeName`.
+    pub fn nominated(mut self, node: &str) -> Self {
+        self.pod.status.get_or_insert_with(Default::default).nominated_node_name = Some(node.into());
+        self
+    }
+
+    /// Marks the pod terminating; with `by_preemption`, also with the scheduler's
+    /// `DisruptionTarget` condition.
+    pub fn terminating(mut self, by_preemption: bool) -> Self {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap_or_default();
+        self.pod.metadata.deletion_timestamp = Some(meta::Time(t));
+        if by_preemption {
+            let status = self.pod.status.get_or_insert_with(Default::default);
+            status.conditions.get_or_insert_with(Vec::new).push(core::PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                reason: Some("PreemptionByScheduler".into()),
+                ..Default::default()
+            });
+        }
+        self
+    }
+
     /// Replaces the containers with none (use `container` to add).
     pub fn no_containers(mut self) -> Self {
         self.spec().containers.clear();

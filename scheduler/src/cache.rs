@@ -9,9 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::labels::Labels;
+use algorithms::preemption::Budget;
 use algorithms::snapshot::WorkloadSelectors;
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use thiserror::Error;
+
+use crate::nominator::Nominator;
 
 /// How long an assumed pod may wait for the watch to confirm its binding.
 pub const ASSUME_TTL: Duration = Duration::from_secs(30);
@@ -76,6 +79,9 @@ pub struct Cache {
     structure_changed: bool,
     images_changed: bool,
     namespaces_changed: bool,
+    budgets: Arc<Vec<Budget>>,
+    /// Pods nominated to nodes by preemption.
+    pub nominator: Nominator,
 }
 
 impl Cache {
@@ -146,6 +152,11 @@ impl Cache {
     pub fn remove_namespace(&mut self, name: &str) {
         self.namespaces.remove(name);
         self.namespaces_changed = true;
+    }
+
+    /// Replaces the PodDisruptionBudgets preemption respects.
+    pub fn set_budgets(&mut self, budgets: Vec<Budget>) {
+        self.budgets = Arc::new(budgets);
     }
 
     /// Replaces the workload selectors used for default spreading.
@@ -282,6 +293,10 @@ impl Cache {
         if !Arc::ptr_eq(&snap.workloads, &self.workloads) {
             snap.workloads = self.workloads.clone();
         }
+        if !Arc::ptr_eq(&snap.budgets, &self.budgets) {
+            snap.budgets = self.budgets.clone();
+        }
+        self.nominator.update_snapshot(snap);
         let refreshed;
         if self.structure_changed || snap.nodes.len() != self.nodes.len() {
             snap.set_nodes(self.nodes.clone());

@@ -63,6 +63,8 @@ pub struct ClusterObjects {
     pub namespaces: Vec<core::Namespace>,
     /// Selectors of Services, ReplicaSets, StatefulSets, ReplicationControllers.
     pub workloads: WorkloadSelectors,
+    /// PodDisruptionBudgets.
+    pub budgets: Vec<algorithms::preemption::Budget>,
 }
 
 /// Parses JSON or (multi-document) YAML text into JSON values.
@@ -160,6 +162,10 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
                     out.workloads.sets.insert((kind.clone(), ns, name), parsed);
                 }
             }
+            "PodDisruptionBudget" => {
+                let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
+                out.budgets.push(algorithms::preemption::Budget::from_api(&pdb));
+            }
             "" => warn!(path, item = i, "skipping an object without kind"),
             other => warn!(path, kind = other, name = %name, "skipping an object of a kind the scheduler does not use"),
         }
@@ -187,6 +193,8 @@ pub struct ParsedCluster {
     pub namespaces: HashMap<String, Labels>,
     /// Workload selectors.
     pub workloads: WorkloadSelectors,
+    /// PodDisruptionBudgets.
+    pub budgets: Vec<algorithms::preemption::Budget>,
 }
 
 /// Whether a pod has finished (its resources are free again).
@@ -245,7 +253,14 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         .iter()
         .filter_map(|ns| Some((ns.metadata.name.clone()?, ns.metadata.labels.clone().unwrap_or_default())))
         .collect();
-    Ok(ParsedCluster { nodes, bound, pending, namespaces, workloads: objects.workloads.clone() })
+    Ok(ParsedCluster {
+        nodes,
+        bound,
+        pending,
+        namespaces,
+        workloads: objects.workloads.clone(),
+        budgets: objects.budgets.clone(),
+    })
 }
 
 impl ParsedCluster {
@@ -260,6 +275,7 @@ impl ParsedCluster {
         }
         let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect(), self.namespaces.clone());
         snap.workloads = Arc::new(self.workloads.clone());
+        snap.budgets = Arc::new(self.budgets.clone());
         snap
     }
 }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::events::{ClusterEvent, QueueingHint};
-use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
+use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached, filter_candidates};
+use algorithms::preemption::{Preemption, preempt};
 use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -32,6 +33,10 @@ pub enum Outcome {
     Unschedulable {
         /// kube-scheduler's FailedScheduling message.
         message: String,
+        /// What preemption decided to evict for the pod, if anything.
+        preempted: Option<Preempted>,
+        /// The pod's nomination was cleared (preemption found no candidate).
+        nomination_cleared: bool,
     },
     /// An internal error; retried after backoff.
     Error {
@@ -40,6 +45,26 @@ pub enum Outcome {
     },
     /// The pod was deleted while it was being scheduled; nothing to do.
     Gone,
+}
+
+/// Victims chosen for a pod that fits nowhere: the caller evicts them; the pod is
+/// nominated to the node (in the cache's nominator already).
+#[derive(Debug, Clone)]
+pub struct Preempted {
+    /// The node.
+    pub node: String,
+    /// Pods to evict, most important first.
+    pub victims: Vec<Arc<PodInfo>>,
+    /// Lower-priority pods whose nomination to the node was cleared.
+    pub cleared: Vec<String>,
+}
+
+/// What the lock-free part of a cycle found.
+pub struct Decision {
+    /// The framework's evaluation.
+    pub ev: Evaluation,
+    /// PostFilter's result when the pod fit nowhere and the profile preempts.
+    pub preemption: Option<Preemption>,
 }
 
 /// One finished cycle.
@@ -108,6 +133,8 @@ pub struct Attempt {
     pub queued: QueuedPod,
     profile: usize,
     started: Instant,
+    /// The node the pod is nominated to, if any.
+    nominated: Option<String>,
 }
 
 /// What the scheduling thread owns across cycles.
@@ -147,8 +174,11 @@ impl Cycler {
         let queued = engine.queue.pop(now)?;
         let started = Instant::now();
         engine.cache.update_snapshot(&mut self.snapshot);
+        let key = queued.pod.key();
+        let nominated =
+            engine.cache.nominator.node_of(&key).map(str::to_string).or_else(|| queued.pod.nominated_node.clone());
         match self.profiles.iter().position(|p| p.scheduler_name == queued.pod.scheduler_name) {
-            Some(profile) => Some(Ok(Attempt { queued, profile, started })),
+            Some(profile) => Some(Ok(Attempt { queued, profile, started, nominated })),
             None => {
                 engine.queue.delete(&queued.pod.key());
                 let message = format!("no profile for scheduler name {:?}", queued.pod.scheduler_name);
@@ -162,8 +192,35 @@ impl Cycler {
         }
     }
 
-    /// Without any lock: runs the profile's plugins over the snapshot.
-    pub fn evaluate(&mut self, attempt: &Attempt) -> Evaluation {
+    /// Without any lock: runs the profile's plugins over the snapshot (the pod's nominated
+    /// node first, alone), then preemption when the pod fits nowhere.
+    pub fn evaluate(&mut self, attempt: &Attempt) -> Decision {
+        let pi = attempt.profile;
+        let profile = &self.profiles[pi];
+        let pod = &attempt.queued.pod;
+        let nominated = attempt.nominated.as_ref().and_then(|n| self.snapshot.index.get(n).copied());
+        if let Some(i) = nominated {
+            let mut ev = filter_candidates(profile, pod, &self.snapshot, Some(&[i]));
+            if ev.error.is_none() && ev.feasible == [i] {
+                ev.selected = Some(i);
+                ev.num_nodes = self.snapshot.len();
+                return Decision { ev, preemption: None };
+            }
+        }
+        let ev = self.evaluate_all(attempt);
+        let preemption = match &self.profiles[pi].preemption {
+            Some(args) if ev.selected.is_none() && ev.error.is_none() => {
+                let mut pod = (*attempt.queued.pod).clone();
+                pod.nominated_node = attempt.nominated.clone();
+                let budgets = self.snapshot.budgets.clone();
+                Some(preempt(&self.profiles[pi], &pod, &mut self.snapshot, &ev, &budgets, args, &mut self.rng))
+            }
+            _ => None,
+        };
+        Decision { ev, preemption }
+    }
+
+    fn evaluate_all(&mut self, attempt: &Attempt) -> Evaluation {
         let pi = attempt.profile;
         let profile = &self.profiles[pi];
         let pod = &attempt.queued.pod;
@@ -185,8 +242,9 @@ impl Cycler {
 
     /// Under the state lock: assumes the pod on the chosen node (an assigned-pod event for
     /// the pods waiting on it), or parks it, or backs it off after an error.
-    pub fn finish(&mut self, engine: &mut Engine, attempt: Attempt, ev: Evaluation, now: Instant) -> Cycle {
-        let Attempt { queued, profile, started } = attempt;
+    pub fn finish(&mut self, engine: &mut Engine, attempt: Attempt, decision: Decision, now: Instant) -> Cycle {
+        let Attempt { queued, profile, started, .. } = attempt;
+        let Decision { ev, preemption } = decision;
         let pod: Arc<PodInfo> = queued.pod.clone();
         let key = pod.key();
         let profile_name = self.profiles[profile].scheduler_name.clone();
@@ -201,6 +259,7 @@ impl Cycler {
                 match engine.cache.assume(&pod, &node) {
                     Ok(placed) => {
                         engine.queue.done(&key);
+                        engine.cache.nominator.remove(&key);
                         engine.on_event(ClusterEvent::PodAdded(placed), now);
                         Outcome::Scheduled { node }
                     }
@@ -214,9 +273,10 @@ impl Cycler {
                 let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();
                 plugins.sort_unstable();
                 plugins.dedup();
-                let message = ev.failure_message().unwrap_or_default();
+                let (message, preempted, nomination_cleared) =
+                    after_preemption(engine, &pod, &ev, preemption, &self.snapshot);
                 engine.park(&key, plugins, now);
-                Outcome::Unschedulable { message }
+                Outcome::Unschedulable { message, preempted, nomination_cleared }
             }
         };
         Cycle { queued, profile: profile_name, outcome, duration: started.elapsed() }
@@ -227,9 +287,40 @@ impl Cycler {
         match self.begin(engine, now)? {
             Err(cycle) => Some(cycle),
             Ok(attempt) => {
-                let ev = self.evaluate(&attempt);
-                Some(self.finish(engine, attempt, ev, now))
+                let decision = self.evaluate(&attempt);
+                Some(self.finish(engine, attempt, decision, now))
             }
+        }
+    }
+}
+
+/// Applies PostFilter's result to the nominator: the message, the victims to evict and
+/// whether the pod's nomination was cleared.
+fn after_preemption(
+    engine: &mut Engine,
+    pod: &Arc<PodInfo>,
+    ev: &Evaluation,
+    preemption: Option<Preemption>,
+    snapshot: &Snapshot,
+) -> (String, Option<Preempted>, bool) {
+    let key = pod.key();
+    let first = ev.failure_message().unwrap_or_default();
+    match preemption {
+        None => (first, None, false),
+        Some(Preemption::Nominate(c)) => {
+            let node = snapshot.nodes[c.node].name.clone();
+            let cleared = engine.cache.nominator.lower_on(&node, pod.priority);
+            for k in &cleared {
+                engine.cache.nominator.remove(k);
+            }
+            engine.cache.nominator.nominate(pod.clone(), &node);
+            (first, Some(Preempted { node, victims: c.victims, cleared }), false)
+        }
+        Some(p) => {
+            let message = algorithms::preemption::failure_message(ev, &p).unwrap_or(first);
+            let clear = matches!(p, Preemption::Unschedulable { clear: true, .. });
+            let had = clear && (engine.cache.nominator.remove(&key).is_some() || pod.nominated_node.is_some());
+            (message, None, had)
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::preemption::Preemption;
 use algorithms::{PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -47,9 +48,24 @@ pub struct ExplainReport {
     pub selected_node: Option<String>,
     /// kube-scheduler's summary when no node fits.
     pub message: Option<String>,
+    /// What preemption would do when no node fits: the node and the pods it would evict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<WouldPreempt>,
     /// Score plugin weights, for readers of the table.
     #[serde(skip)]
     pub weights: Vec<(String, i64)>,
+}
+
+/// The preemption `explain` foresees.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WouldPreempt {
+    /// The node the pod would be nominated to.
+    pub node: String,
+    /// `namespace/name` of the pods that would be evicted, most important first.
+    pub victims: Vec<String>,
+    /// How many of them a PodDisruptionBudget does not allow to go.
+    pub pdb_violations: usize,
 }
 
 /// Evaluates `pod` on every node of `snapshot` with `profile`.
@@ -76,13 +92,30 @@ pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64)
             ev.scores.iter().map(|ps| (ps.name.to_string(), ps.scores.get(k).copied().unwrap_or(0))).collect();
         scores.insert(name(i), NodeScores { plugins, total: ev.totals.get(k).copied().unwrap_or(0) });
     }
+    let mut message = ev.failure_message();
+    let mut preemption = None;
+    if let Some(args) = profile.preemption.filter(|_| ev.selected.is_none() && ev.error.is_none()) {
+        let mut snap = snapshot.clone();
+        let budgets = snap.budgets.clone();
+        match algorithms::preemption::preempt(profile, pod, &mut snap, &ev, &budgets, &args, &mut rng) {
+            Preemption::Nominate(c) => {
+                preemption = Some(WouldPreempt {
+                    node: name(c.node),
+                    victims: c.victims.iter().map(|v| v.key()).collect(),
+                    pdb_violations: c.pdb_violations,
+                });
+            }
+            other => message = algorithms::preemption::failure_message(&ev, &other).or(message),
+        }
+    }
     ExplainReport {
+        preemption,
         pod: pod.key(),
         feasible_nodes: ev.feasible.iter().map(|&i| name(i)).collect(),
         failed_nodes,
         scores,
         selected_node: ev.selected.map(name),
-        message: ev.failure_message(),
+        message,
         weights: profile.scores.iter().map(|s| (s.plugin.name().to_string(), s.weight)).collect(),
     }
 }
@@ -143,6 +176,19 @@ pub fn render_table(r: &ExplainReport) -> String {
     if let Some(m) = &r.message {
         out.push_str(m);
         out.push('\n');
+    }
+    if let Some(p) = &r.preemption {
+        out.push_str(&format!(
+            "Preemption would nominate it to {} and evict {} pod(s): {}{}.\n",
+            p.node,
+            p.victims.len(),
+            p.victims.join(", "),
+            if p.pdb_violations > 0 {
+                format!(" ({} against a PodDisruptionBudget)", p.pdb_violations)
+            } else {
+                String::new()
+            }
+        ));
     }
     if !r.scores.is_empty() {
         let mut header = vec!["NODE".to_string(), "TOTAL".to_string()];

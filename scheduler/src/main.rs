@@ -271,7 +271,13 @@ fn rand_seed() -> u64 {
 
 fn demo_objects(seed: u64) -> ClusterObjects {
     let g = bench::demo::demo_cluster(seed);
-    ClusterObjects { nodes: g.nodes, pods: g.pods, namespaces: g.namespaces, workloads: Default::default() }
+    ClusterObjects {
+        nodes: g.nodes,
+        pods: g.pods,
+        namespaces: g.namespaces,
+        workloads: Default::default(),
+        budgets: Default::default(),
+    }
 }
 
 fn run_simulate(cluster: Option<&Path>, config: Option<&Path>, write: Option<&Path>, sim: SimFlags) -> Result<()> {
@@ -351,6 +357,7 @@ fn run_workload(
         pods: Vec::new(),
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
+        budgets: Default::default(),
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cluster::ParsedCluster;
-use crate::engine::{Cycler, Engine, Outcome};
+use crate::engine::{Cycler, Engine, Outcome, Preempted};
 
 /// Options of a simulation run.
 #[derive(Debug, Clone, Default)]
@@ -61,9 +61,22 @@ pub struct SimulationReport {
     /// Peak resident memory of the process, in MiB (when the platform reports it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_memory_mib: Option<f64>,
+    /// Preemptions, in the order they happened.
+    pub preemptions: Vec<PreemptionRecord>,
     /// Churn steps applied while the measured pods were scheduled.
     #[serde(skip_serializing_if = "is_zero")]
     pub churn_steps: usize,
+}
+
+/// One preemption: the pod that preempted, the node and the pods evicted there.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PreemptionRecord {
+    /// `namespace/name` of the preempting pod.
+    pub preemptor: String,
+    /// The node it was nominated to.
+    pub node: String,
+    /// `namespace/name` of each victim, most important first.
+    pub victims: Vec<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -159,6 +172,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
         engine.cache.upsert_namespace(&ns, labels);
     }
     engine.cache.set_workloads(cluster.workloads);
+    engine.cache.set_budgets(cluster.budgets);
     for node in cluster.nodes {
         engine.cache.upsert_node(node);
     }
@@ -184,6 +198,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
 /// What one drain of the queue produced.
 #[derive(Default)]
 struct Drained {
+    preemptions: Vec<PreemptionRecord>,
     placements: BTreeMap<String, String>,
     failures: BTreeMap<String, String>,
     latencies: Vec<Duration>,
@@ -224,7 +239,23 @@ fn drain(
                 }
             }
             Outcome::Gone => {}
-            Outcome::Unschedulable { message } | Outcome::Error { message } => {
+            Outcome::Unschedulable { message, preempted, .. } => {
+                if cycle.queued.attempts == 1
+                    && let Some(b) = bar
+                {
+                    b.inc(1);
+                }
+                if let Some(p) = preempted {
+                    evict(engine, &p, *clock, &mut out);
+                    out.preemptions.push(PreemptionRecord {
+                        preemptor: key.clone(),
+                        node: p.node,
+                        victims: p.victims.iter().map(|v| v.key()).collect(),
+                    });
+                }
+                out.failures.insert(key, message);
+            }
+            Outcome::Error { message } => {
                 if cycle.queued.attempts == 1
                     && let Some(b) = bar
                 {
@@ -235,6 +266,18 @@ fn drain(
         }
     }
     out
+}
+
+/// Deletes the victims of a preemption from the in-memory cluster, as the API server
+/// does once the scheduler deletes them; the deletions wake the preemptor.
+fn evict(engine: &mut Engine, p: &Preempted, clock: Instant, out: &mut Drained) {
+    for v in &p.victims {
+        let key = v.key();
+        if let Some(gone) = engine.cache.remove_pod(&key) {
+            engine.on_event(algorithms::events::ClusterEvent::PodDeleted(gone), clock);
+        }
+        out.placements.remove(&key);
+    }
 }
 
 /// Runs the scheduling loop until every pod is placed or parked as unschedulable.
@@ -304,6 +347,7 @@ pub fn run_churned(
     report.unschedulable = d.failures.len();
     report.attempts = d.latencies.len();
     report.placements = d.placements;
+    report.preemptions = d.preemptions;
     report.failures = d.failures;
     report.seconds = elapsed.as_secs_f64();
     report.pods_per_second = if report.seconds > 0.0 { report.scheduled as f64 / report.seconds } else { 0.0 };
@@ -337,6 +381,16 @@ pub fn render(report: &SimulationReport) -> String {
         "Latency per attempt: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} attempts.",
         report.latency_ms.p50, report.latency_ms.p99, report.latency_ms.max, report.attempts
     );
+    if !report.preemptions.is_empty() {
+        let victims: usize = report.preemptions.iter().map(|p| p.victims.len()).sum();
+        let _ = writeln!(s, "Preemptions: {} ({victims} pods evicted).", report.preemptions.len());
+        for p in report.preemptions.iter().take(20) {
+            let _ = writeln!(s, "  {} on {}: evicted {}", p.preemptor, p.node, p.victims.join(", "));
+        }
+        if report.preemptions.len() > 20 {
+            let _ = writeln!(s, "  … and {} more", report.preemptions.len() - 20);
+        }
+    }
     if report.churn_steps > 0 {
         let _ = writeln!(
             s,

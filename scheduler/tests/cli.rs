@@ -53,7 +53,9 @@ fn explain_gives_kube_schedulers_message_when_nothing_fits() {
     assert!(r["selectedNode"].is_null());
     assert_eq!(
         r["message"],
-        "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
+        "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated \
+         taint(s), 2 Insufficient cpu. no new claims to deallocate, preemption: 0/4 nodes are available: 4 Preemption \
+         is not helpful for scheduling."
     );
     assert_eq!(r["failedNodes"]["node-a"]["code"], "UnschedulableAndUnresolvable");
 }
@@ -75,7 +77,9 @@ fn simulate_schedules_the_dump_like_kube_scheduler() {
     assert_eq!(r["unschedulable"], 2);
     assert_eq!(
         r["failures"]["team-a/trainer"],
-        "0/4 nodes are available: 1 Insufficient example.com/gpu, 3 node(s) didn't match Pod's node affinity/selector."
+        "0/4 nodes are available: 1 Insufficient example.com/gpu, 3 node(s) didn't match Pod's node affinity/selector. \
+         no new claims to deallocate, preemption: 0/4 nodes are available: 1 No preemption victims found for incoming \
+         pod, 3 Preemption is not helpful for scheduling."
     );
     // web-0 and web-1 repel each other per host and spread per zone.
     let w0 = r["placements"]["team-a/web-0"].as_str().unwrap();
@@ -134,4 +138,37 @@ fn bad_input_is_a_clear_error() {
     fails_with(&["simulate", "--cluster", "tests/data/missing.yaml"], &["failed to read", "missing.yaml"]);
     fails_with(&["explain", "--cluster", DUMP, "--pod", "nope/nothing"], &["nope/nothing"]);
     fails_with(&["simulate", "--config", "tests/data/pod-gpu.yaml"], &["pod-gpu.yaml"]);
+}
+
+const PREEMPT: &str = "tests/data/preemption.yaml";
+
+#[test]
+fn simulate_preempts_low_priority_pods_and_spares_the_budgeted_ones() {
+    let r = run_json(&["simulate", "--cluster", PREEMPT, "--output", "json"]);
+    // node-a's low pods are protected by a budget allowing no disruption; node-b's are not.
+    assert_eq!(r["placements"]["default/urgent"], "node-b");
+    assert_eq!(r["preemptions"][0]["preemptor"], "default/urgent");
+    assert_eq!(r["preemptions"][0]["node"], "node-b");
+    assert_eq!(r["preemptions"][0]["victims"], serde_json::json!(["default/batch-b1", "default/batch-b2"]));
+    assert!(r["placements"].get("default/batch-b1").is_none());
+    // A pod that may not preempt waits with kube-scheduler's message.
+    assert_eq!(
+        r["failures"]["default/polite"],
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: not eligible due to \
+         preemptionPolicy=Never."
+    );
+}
+
+#[test]
+fn explain_shows_what_preemption_would_do() {
+    let r = run_json(&["explain", "--cluster", PREEMPT, "--pod", "default/urgent", "--output", "json"]);
+    assert!(r["selectedNode"].is_null());
+    assert_eq!(r["preemption"]["node"], "node-b");
+    assert_eq!(r["preemption"]["victims"], serde_json::json!(["default/batch-b1", "default/batch-b2"]));
+    assert_eq!(r["preemption"]["pdbViolations"], 0);
+    let text = String::from_utf8(
+        bin().args(["explain", "--cluster", PREEMPT, "--pod", "default/urgent"]).output().unwrap().stdout,
+    )
+    .unwrap();
+    assert!(text.contains("Preemption would nominate it to node-b and evict 2 pod(s)"), "{text}");
 }

@@ -114,8 +114,15 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
         ("", "namespaces", "watch"),
         ("events.k8s.io", "events", "create"),
         ("coordination.k8s.io", "leases", "update"),
+        ("", "pods", "delete"),
+        ("policy", "poddisruptionbudgets", "watch"),
     ] {
         assert!(has(g, res, verb), "missing {verb} on {g}/{res}: {rules:?}");
     }
-    assert!(!rules.iter().any(|(_, _, v)| v.iter().any(|x| x == "*" || x == "delete")), "over-broad rule: {rules:?}");
+    assert!(!rules.iter().any(|(_, _, v)| v.iter().any(|x| x == "*")), "over-broad rule: {rules:?}");
+    // Only preemption deletes, and only pods.
+    assert!(
+        !rules.iter().any(|(g, r, v)| v.iter().any(|x| x == "delete") && !(g.is_empty() && r == "pods")),
+        "delete beyond pods: {rules:?}"
+    );
 }

@@ -156,7 +156,11 @@ async fn an_unschedulable_pod_is_reported_then_bound_when_a_node_fits() {
     })
     .await;
     let ev = api.list(Kind::Event).into_iter().find(|e| e["reason"] == "FailedScheduling").unwrap();
-    assert_eq!(ev["note"], "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(
+        ev["note"],
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are \
+         available: 1 Preemption is not helpful for scheduling."
+    );
     assert_eq!(ev["type"], "Warning");
     wait_for("the PodScheduled condition", Duration::from_secs(30), || {
         api.get(Kind::Pod, "default", "big").is_some_and(|p| {

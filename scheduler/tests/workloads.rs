@@ -15,6 +15,7 @@ fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
         pods: w.measured_pods,
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
+        budgets: Default::default(),
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -47,6 +48,7 @@ fn churned(no_cache: bool) -> SimulationReport {
         pods: w.measured_pods,
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
+        budgets: Default::default(),
     };
     let parsed = parse_cluster(&objects, "churn").unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -123,6 +125,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             pods: Vec::new(),
             namespaces: w.cluster.namespaces,
             workloads: Default::default(),
+            budgets: Default::default(),
         };
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");

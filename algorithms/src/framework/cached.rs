@@ -15,7 +15,7 @@ use rand::Rng;
 
 use super::run::{
     EvaluateOptions, Evaluation, filter_list, finish_scores, nodes_to_find, outside_allowed, pre_filter_all,
-    pre_score_all, raw_scores, run_filters, select_host,
+    pre_score_all, raw_scores, run_filters, select_host, with_nominated,
 };
 use super::{PluginState, Profile, StatusTable, map_nodes};
 use crate::pod_info::PodInfo;
@@ -208,6 +208,19 @@ pub fn evaluate_cached(
         }
     }
 
+    // Nodes with nominated pods the pod must leave room for: the first of the two
+    // passes runs fresh (the cached verdict is the second).
+    let mut nominated_fail: std::collections::HashMap<usize, Status> = std::collections::HashMap::new();
+    for name in snapshot.nominated.keys() {
+        let Some(&i) = snapshot.index.get(name) else { continue };
+        if let Some(with) = with_nominated(pod, &snapshot.nodes[i], snapshot) {
+            let st = run_filters(&profile.filters, &fstates, pod, &with, i);
+            if !st.is_success() {
+                nominated_fail.insert(i, st);
+            }
+        }
+    }
+
     // Filter: cached verdicts, then the remaining filters for nodes that passed them.
     let rest_active = fstates[local_filters..].iter().any(Option::is_some);
     let mut passed: Vec<usize> = Vec::with_capacity(n);
@@ -217,6 +230,8 @@ pub fn evaluate_cached(
         if allowed.is_some()
             && let Some(st) = outside_allowed(&allowed, &snapshot.nodes[i])
         {
+            ev.rejected.push(i, st);
+        } else if let Some(st) = nominated_fail.remove(&i) {
             ev.rejected.push(i, st);
         } else if verdict == 0 {
             passed.push(i);

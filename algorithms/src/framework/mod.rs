@@ -4,7 +4,7 @@ mod cached;
 mod normalize;
 mod parallel;
 mod rejections;
-mod run;
+pub(crate) mod run;
 
 use std::any::Any;
 use std::collections::HashSet;
@@ -166,6 +166,9 @@ pub struct Profile {
     pub scores: Vec<WeightedScore>,
     /// Share of nodes to find feasible before stopping; `None` or 100 evaluates every node.
     pub percentage_of_nodes_to_score: Option<u32>,
+    /// DefaultPreemption's arguments when the profile preempts (the default), `None` when
+    /// the plugin is disabled.
+    pub preemption: Option<crate::preemption::PreemptionArgs>,
 }
 
 impl std::fmt::Debug for Profile {

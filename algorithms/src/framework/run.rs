@@ -150,6 +150,42 @@ pub(crate) fn run_filters(
     Status::success()
 }
 
+/// kube-scheduler's two-pass filter: with the pods nominated to the node that have at
+/// least the pod's priority added (so room freed by preemption is not taken by a less
+/// important pod), then without them; both must pass. Nodes without such nominated pods
+/// are filtered once.
+pub(crate) fn filter_with_nominated(
+    filters: &[Arc<dyn super::FilterPlugin>],
+    states: &[Option<PluginState>],
+    pod: &PodInfo,
+    node: &NodeInfo,
+    index: usize,
+    snapshot: &Snapshot,
+) -> Status {
+    if let Some(with) = with_nominated(pod, node, snapshot) {
+        let st = run_filters(filters, states, pod, &with, index);
+        if !st.is_success() {
+            return st;
+        }
+    }
+    run_filters(filters, states, pod, node, index)
+}
+
+/// The node with the pods nominated to it that `pod` must leave room for, if any.
+pub(crate) fn with_nominated(pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> Option<NodeInfo> {
+    let list = snapshot.nominated.get(&node.name)?;
+    let mut extra = list
+        .iter()
+        .filter(|p| p.priority >= pod.priority && !(p.namespace == pod.namespace && p.name == pod.name))
+        .peekable();
+    extra.peek()?;
+    let mut with = node.clone();
+    for p in extra {
+        with.add_pod(p.clone());
+    }
+    Some(with)
+}
+
 /// Node names a PreFilter restricted the pod to, with the plugin that did.
 pub(crate) type Allowed = Option<(HashSet<String>, &'static str)>;
 
@@ -284,7 +320,7 @@ fn filter_from(
         if let Some(st) = outside_allowed(&allowed, node) {
             return st;
         }
-        run_filters(&profile.filters, &states, pod, node, i)
+        filter_with_nominated(&profile.filters, &states, pod, node, i, snapshot)
     };
     let mut from = 0;
     while from < n && ev.feasible.len() < limit {

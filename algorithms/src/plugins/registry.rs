@@ -40,9 +40,10 @@ pub const DEFAULT_SCORES: &[(&str, i64)] = &[
     (image_locality::NAME, 1),
 ];
 
-/// kube-scheduler plugins that are accepted in configuration but have no effect here:
-/// volume plugins (pods here carry no volume constraints we evaluate), queue sort,
-/// binding, preemption and gates, which the scheduling loop itself provides.
+/// kube-scheduler plugins that are accepted in configuration without being filter or
+/// score plugins: queue sort, binding, preemption and gates, which the scheduling loop
+/// itself provides (DefaultPreemption's switch and args are read into the profile), and
+/// the volume plugins, which have no effect here yet.
 pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "PrioritySort",
     "SchedulingGates",

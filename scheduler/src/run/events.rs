@@ -18,7 +18,8 @@ pub struct Reporter {
     shared: Arc<Shared>,
 }
 
-fn reference(pod: &PodInfo) -> ObjectReference {
+/// The object reference of a pod.
+pub fn reference(pod: &PodInfo) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
@@ -54,13 +55,37 @@ impl Reporter {
         }
     }
 
-    /// `FailedScheduling` with kube-scheduler's message, and `PodScheduled=False` (Unschedulable).
-    pub async fn unschedulable(&self, pod: &PodInfo, message: &str) {
+    /// A `Normal` event about `pod`.
+    pub async fn publish(
+        &self,
+        pod: &PodInfo,
+        reason: &str,
+        action: &str,
+        note: String,
+        related: Option<ObjectReference>,
+    ) {
+        self.shared.limiter.until_ready().await;
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: related,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &reference(pod)).await {
+            debug!(pod = %pod.key(), error = %e, reason, "failed to record an event");
+        }
+    }
+
+    /// `FailedScheduling` with kube-scheduler's message, and `PodScheduled=False`
+    /// (Unschedulable); `nominated` sets (`Some(Some(node))`) or clears (`Some(None)`)
+    /// `status.nominatedNodeName` in the same patch.
+    pub async fn unschedulable(&self, pod: &PodInfo, message: &str, nominated: Option<Option<&str>>) {
         self.shared.limiter.until_ready().await;
         let ev = Event {
             type_: EventType::Warning,
             reason: "FailedScheduling".into(),
-            note: Some(message.chars().take(1024).collect()),
+            note: Some(truncate_note(message)),
             action: "Scheduling".into(),
             secondary: None,
         };
@@ -70,12 +95,40 @@ impl Reporter {
         self.shared.limiter.until_ready().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let now = k8s_openapi::jiff::Timestamp::now();
-        let patch = serde_json::json!({"status": {"conditions": [{
+        let mut patch = serde_json::json!({"status": {"conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": message, "lastTransitionTime": now.to_string(), "lastProbeTime": null
         }]}});
+        if let Some(node) = nominated {
+            patch["status"]["nominatedNodeName"] = node.map_or(serde_json::Value::Null, |n| n.into());
+        }
         if let Err(e) = api.patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(patch)).await {
             debug!(pod = %pod.key(), error = %e, "failed to set the PodScheduled condition");
         }
+    }
+}
+
+/// An event note as kube-scheduler cuts it: at most 1024 bytes, ending in " ..." when cut.
+fn truncate_note(message: &str) -> String {
+    const MAX: usize = 1024;
+    if message.len() <= MAX {
+        return message.to_string();
+    }
+    let mut end = MAX - 4;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} ...", &message[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_notes_are_cut_as_kube_scheduler_cuts_them() {
+        assert_eq!(super::truncate_note("short"), "short");
+        let long = "x".repeat(2000);
+        let cut = super::truncate_note(&long);
+        assert_eq!(cut.len(), 1024);
+        assert!(cut.ends_with(" ..."));
     }
 }

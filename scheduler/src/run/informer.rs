@@ -203,6 +203,7 @@ impl super::State {
         };
         if info.node_name.is_some() {
             self.engine.queue.delete(&key);
+            self.engine.cache.nominator.remove(&key);
             let was_assumed = self.engine.cache.is_assumed(&key);
             let info = Arc::new(info);
             let previous = match self.engine.cache.add_pod(info.clone()) {
@@ -242,12 +243,18 @@ impl super::State {
             // Assumed and binding: the watch will show it bound.
             return;
         }
-        self.engine.queue.add(Arc::new(info), now);
+        let info = Arc::new(info);
+        if let Some(node) = &info.nominated_node {
+            // A nomination made before a restart, or by another replica.
+            self.engine.cache.nominator.nominate(info.clone(), node);
+        }
+        self.engine.queue.add(info, now);
     }
 
     /// Applies a pod deletion.
     pub fn delete_pod(&mut self, key: &str, now: Instant) {
         self.engine.queue.delete(key);
+        self.engine.cache.nominator.remove(key);
         if let Some(gone) = self.engine.cache.remove_pod(key) {
             self.engine.on_event(ClusterEvent::PodDeleted(gone), now);
         }

@@ -14,10 +14,12 @@
 //! view is locked only inside it.
 
 pub mod binder;
+pub mod budgets;
 pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod preempt;
 pub mod server;
 pub mod watches;
 pub mod workloads;
@@ -39,7 +41,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tracing::{debug, error, info, info_span, warn};
 
 use crate::config_file;
-use crate::engine::{Cycler, Engine, Outcome};
+use crate::engine::{Cycler, Engine, Outcome, Preempted};
 use binder::BindRequest;
 
 /// What can stop `run` from starting.
@@ -209,7 +211,7 @@ impl Shared {
 
 enum Work {
     Bind(BindRequest),
-    Unschedulable(Arc<PodInfo>, String),
+    Unschedulable(Arc<PodInfo>, String, Option<Preempted>, bool),
 }
 
 /// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
@@ -271,6 +273,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     });
     tokio::spawn(informer::run(client.clone(), shared.clone()));
     tokio::spawn(workloads::run(client.clone(), shared.clone()));
+    tokio::spawn(budgets::run(client.clone(), shared.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);
@@ -332,9 +335,23 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             drop(permit);
                         });
                     }
-                    Work::Unschedulable(pod, message) => {
-                        let r = reporter.clone();
-                        tokio::spawn(async move { r.unschedulable(&pod, &message).await });
+                    Work::Unschedulable(pod, message, preempted, cleared) => {
+                        let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
+                        tokio::spawn(async move {
+                            let nominated = match (&preempted, cleared) {
+                                (Some(p), _) => Some(Some(p.node.as_str())),
+                                (None, true) => Some(None),
+                                (None, false) => None,
+                            };
+                            r.unschedulable(&pod, &message, nominated).await;
+                            if let Some(p) = preempted
+                                && preempt::evict(c, s.clone(), r, pod.clone(), p).await > 0
+                            {
+                                // Retry the pod soon, as kube-scheduler activates it.
+                                s.lock().engine.queue.requeue(pod, 1, Instant::now());
+                                s.wake();
+                            }
+                        });
                     }
                 }
             }
@@ -456,11 +473,11 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                     return;
                 }
             }
-            Outcome::Unschedulable { message } => {
+            Outcome::Unschedulable { message, preempted, nomination_cleared } => {
                 debug!(pod = %pod.key(), %message, "unschedulable");
                 shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
                 shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
-                if work.send(Work::Unschedulable(pod, message)).is_err() {
+                if work.send(Work::Unschedulable(pod, message, preempted, nomination_cleared)).is_err() {
                     return;
                 }
             }
@@ -520,6 +537,7 @@ mod tests {
             filters: vec![Arc::new(gate)],
             scores: Vec::new(),
             percentage_of_nodes_to_score: None,
+            preemption: None,
         };
         let engine = Engine::new(vec![profile]);
         let cycler = Cycler::new(&engine, 1);

@@ -17,22 +17,22 @@ use tracing::{info, warn};
 use super::Shared;
 use super::watches::{Watched, watch};
 
-type Key = (String, String);
+pub(super) type Key = (String, String);
 
 /// One kind's selectors by (namespace, name), and the ones seen in a relist under way.
-struct Kind<V> {
-    current: HashMap<Key, V>,
+pub(super) struct Kind<V> {
+    pub(super) current: HashMap<Key, V>,
     relisting: Option<HashMap<Key, V>>,
-    synced: bool,
+    pub(super) synced: bool,
 }
 
 impl<V: PartialEq + Clone> Kind<V> {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Kind { current: HashMap::new(), relisting: None, synced: false }
     }
 
     /// Applies an event whose object yielded `value`; returns whether the selectors changed.
-    fn apply(&mut self, ev: Event<(Key, Option<V>)>) -> bool {
+    pub(super) fn apply(&mut self, ev: Event<(Key, Option<V>)>) -> bool {
         match ev {
             Event::Init => {
                 self.relisting = Some(HashMap::new());
@@ -64,7 +64,7 @@ fn key<K: ResourceExt>(o: &K) -> Key {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
 
-fn map_event<K, V>(ev: Event<K>, value: impl Fn(&K) -> Option<V>) -> Event<(Key, Option<V>)>
+pub(super) fn map_event<K, V>(ev: Event<K>, value: impl Fn(&K) -> Option<V>) -> Event<(Key, Option<V>)>
 where
     K: ResourceExt,
 {

@@ -34,6 +34,7 @@ pub enum Kind {
     ReplicationController,
     ReplicaSet,
     StatefulSet,
+    PodDisruptionBudget,
 }
 
 impl Kind {
@@ -48,6 +49,7 @@ impl Kind {
             "replicationcontrollers" => Kind::ReplicationController,
             "replicasets" => Kind::ReplicaSet,
             "statefulsets" => Kind::StatefulSet,
+            "poddisruptionbudgets" => Kind::PodDisruptionBudget,
             _ => return None,
         })
     }
@@ -62,6 +64,7 @@ impl Kind {
             Kind::ReplicationController => "ReplicationControllerList",
             Kind::ReplicaSet => "ReplicaSetList",
             Kind::StatefulSet => "StatefulSetList",
+            Kind::PodDisruptionBudget => "PodDisruptionBudgetList",
         }
     }
 }
@@ -160,6 +163,7 @@ impl FakeApi {
             Kind::ReplicationController => ("v1", "ReplicationController"),
             Kind::ReplicaSet => ("apps/v1", "ReplicaSet"),
             Kind::StatefulSet => ("apps/v1", "StatefulSet"),
+            Kind::PodDisruptionBudget => ("policy/v1", "PodDisruptionBudget"),
         };
         if obj.get("kind").is_none_or(Value::is_null) {
             obj["apiVersion"] = json!(api_version);

@@ -1,0 +1,260 @@
+//! DefaultPreemption: when a pod fits nowhere, find a node where evicting lower-priority
+//! pods makes it fit, choose the victims and the node as kube-scheduler v1.36 does.
+//!
+//! The flow: [`eligible`] (preemptionPolicy, a terminating victim on the nominated node),
+//! the nodes whose filter status was `Unschedulable` are dry-run from a random offset
+//! ([`victims::select_victims`]: remove every lower-priority pod, check the pod fits,
+//! reprieve victims most important first, PDB-violating ones first), up to
+//! `minCandidateNodes{Percentage,Absolute}` candidates, then [`pick_one`] applies the
+//! tie-breaks. The result is a candidate to act on, or PostFilter's message.
+
+mod budgets;
+mod victims;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::Rng;
+
+pub use budgets::Budget;
+pub use victims::{Judge, select_victims, select_victims_with};
+
+use crate::framework::{Evaluation, FitSummary, Profile};
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+use crate::status::{Code, Status};
+
+/// Plugin name.
+pub const NAME: &str = "DefaultPreemption";
+/// The reason of nodes that were never dry-run.
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// The reason of nodes without lower-priority pods.
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// The reason DynamicResources' PostFilter gives for a pod without resource claims; it
+/// precedes DefaultPreemption's in kube-scheduler's message.
+pub const NO_CLAIMS: &str = "no new claims to deallocate";
+
+/// `DefaultPreemptionArgs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreemptionArgs {
+    /// At least this share of the potential nodes is dry-run (default 10).
+    pub min_candidate_nodes_percentage: u32,
+    /// At least this many potential nodes are dry-run (default 100).
+    pub min_candidate_nodes_absolute: u32,
+}
+
+impl Default for PreemptionArgs {
+    fn default() -> Self {
+        PreemptionArgs { min_candidate_nodes_percentage: 10, min_candidate_nodes_absolute: 100 }
+    }
+}
+
+impl PreemptionArgs {
+    /// How many candidates to look for among `n` potential nodes.
+    pub fn num_candidates(&self, n: usize) -> usize {
+        let k = n * self.min_candidate_nodes_percentage as usize / 100;
+        k.max(self.min_candidate_nodes_absolute as usize).min(n)
+    }
+
+    /// kube-scheduler's validation of the arguments.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.min_candidate_nodes_percentage > 100 {
+            return Err(format!(
+                "minCandidateNodesPercentage: Invalid value: {}: not in valid range [0, 100]",
+                self.min_candidate_nodes_percentage
+            ));
+        }
+        if self.min_candidate_nodes_percentage == 0 && self.min_candidate_nodes_absolute == 0 {
+            return Err("minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same time as minCandidateNodesAbsolute".into());
+        }
+        Ok(())
+    }
+}
+
+/// A node where preemption makes the pod fit, with the pods to evict there.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Node index in the snapshot.
+    pub node: usize,
+    /// Victims, most important first.
+    pub victims: Vec<Arc<PodInfo>>,
+    /// How many victims a PodDisruptionBudget does not allow to go.
+    pub pdb_violations: usize,
+}
+
+/// What PostFilter decided.
+#[derive(Debug, Clone)]
+pub enum Preemption {
+    /// Evict the victims and nominate the pod to the node.
+    Nominate(Candidate),
+    /// Preemption does not help; the message without the `preemption: ` prefix. With
+    /// `clear` the pod's nomination is cleared (no candidate was found), else kept.
+    Unschedulable {
+        /// The message.
+        message: String,
+        /// Whether the nomination is cleared.
+        clear: bool,
+    },
+    /// Something failed; the message.
+    Error(String),
+}
+
+impl Preemption {
+    /// PostFilter's part of kube-scheduler's FailedScheduling message (after the first
+    /// sentence); none after a successful preemption.
+    pub fn post_filter_message(&self) -> Option<String> {
+        match self {
+            Preemption::Nominate(_) => None,
+            Preemption::Unschedulable { message, .. } | Preemption::Error(message) => {
+                Some(format!("{NO_CLAIMS}, preemption: {message}"))
+            }
+        }
+    }
+}
+
+/// The whole FailedScheduling message of an attempt that preemption followed.
+pub fn failure_message(ev: &Evaluation, preemption: &Preemption) -> Option<String> {
+    let first = ev.failure_message()?;
+    Some(match preemption.post_filter_message() {
+        Some(post) if ev.error.is_none() => format!("{first} {post}"),
+        _ => first,
+    })
+}
+
+/// Whether `pod` may preempt at all (kube-scheduler's PodEligibleToPreemptOthers); the
+/// reason when not. `nominated_status` is the code the current attempt gave the pod's
+/// nominated node (`None`: not judged).
+pub fn eligible(pod: &PodInfo, nominated_status: Option<Code>, snapshot: &Snapshot) -> Result<(), String> {
+    if pod.never_preempts {
+        return Err("not eligible due to preemptionPolicy=Never.".into());
+    }
+    let Some(nominated) = &pod.nominated_node else { return Ok(()) };
+    if nominated_status == Some(Code::UnschedulableAndUnresolvable) {
+        return Ok(());
+    }
+    let Some(node) = snapshot.node(nominated) else { return Ok(()) };
+    let victim_leaving =
+        node.pods.iter().any(|p| p.priority < pod.priority && p.terminating && p.preempted_by_scheduler);
+    if victim_leaving {
+        return Err("not eligible due to a terminating pod on the nominated node.".into());
+    }
+    Ok(())
+}
+
+/// Runs DefaultPreemption for `pod`, which fit nowhere in `ev`. `snapshot` is changed
+/// during the dry runs and restored before returning.
+pub fn preempt(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &mut Snapshot,
+    ev: &Evaluation,
+    budgets: &[Budget],
+    args: &PreemptionArgs,
+    rng: &mut impl Rng,
+) -> Preemption {
+    let nominated_status = pod
+        .nominated_node
+        .as_ref()
+        .and_then(|n| snapshot.index.get(n))
+        .and_then(|&i| ev.rejected.iter().find(|(j, _)| *j == i).map(|(_, st)| st.code));
+    if let Err(message) = eligible(pod, nominated_status, snapshot) {
+        return Preemption::Unschedulable { message, clear: false };
+    }
+    let potential: Vec<usize> = match &ev.prefilter_rejection {
+        Some(st) if st.code == Code::Unschedulable => (0..snapshot.len()).collect(),
+        Some(_) => Vec::new(),
+        None => ev.rejected.iter().filter(|(_, st)| st.code == Code::Unschedulable).map(|(i, _)| i).collect(),
+    };
+    let all = snapshot.len();
+    let mut statuses: BTreeMap<usize, Status> = BTreeMap::new();
+    let mut errors: Vec<String> = Vec::new();
+    let mut found: Vec<Candidate> = Vec::new();
+    if !potential.is_empty() {
+        let n = potential.len();
+        let wanted = args.num_candidates(n);
+        let offset = rng.random_range(0..n);
+        let (mut clean, mut violating) = (Vec::new(), Vec::new());
+        let judge = Judge::new(profile, pod, snapshot);
+        for k in 0..n {
+            let i = potential[(offset + k) % n];
+            match select_victims_with(&judge, pod, snapshot, i, budgets) {
+                Ok((victims, _)) if victims.is_empty() => {
+                    let msg = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
+                    errors.push(msg.clone());
+                    statuses.insert(i, Status::error(msg));
+                }
+                Ok((victims, pdb_violations)) => {
+                    let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
+                    if list.len() < wanted {
+                        list.push(Candidate { node: i, victims, pdb_violations });
+                    }
+                    if !clean.is_empty() && clean.len() + violating.len() >= wanted {
+                        break;
+                    }
+                }
+                Err(st) => {
+                    if st.code == Code::Error {
+                        errors.push(st.message());
+                    }
+                    statuses.insert(i, st);
+                }
+            }
+        }
+        found = clean.into_iter().chain(violating).collect();
+    }
+    if found.is_empty() {
+        if !errors.is_empty() {
+            let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
+            return Preemption::Error(message);
+        }
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for st in statuses.values() {
+            for r in &st.reasons {
+                *reasons.entry(r.to_string()).or_default() += 1;
+            }
+        }
+        if statuses.len() < all {
+            *reasons.entry(NOT_HELPFUL.to_string()).or_default() += all - statuses.len();
+        }
+        let summary = FitSummary { num_nodes: all, reasons, prefilter_message: None };
+        return Preemption::Unschedulable { message: summary.message(), clear: true };
+    }
+    Preemption::Nominate(pick_one(found))
+}
+
+/// kube-scheduler's `MoreImportantPod`: higher priority, then earlier start (unset: now).
+pub fn more_important(a: &PodInfo, b: &PodInfo) -> std::cmp::Ordering {
+    b.priority.cmp(&a.priority).then_with(|| start(a).cmp(&start(b)))
+}
+
+fn start(p: &PodInfo) -> i128 {
+    p.started_nanos.unwrap_or(i128::MAX)
+}
+
+/// Chooses among candidates: fewest PDB violations, lowest highest-victim priority,
+/// smallest sum of (priority + 2^31), fewest victims, latest earliest start among the
+/// highest-priority victims, then the first.
+pub fn pick_one(mut candidates: Vec<Candidate>) -> Candidate {
+    type Score = fn(&Candidate) -> i128;
+    let scores: [Score; 5] = [
+        |c| -(c.pdb_violations as i128),
+        |c| -(c.victims.first().map_or(0, |p| p.priority) as i128),
+        |c| -c.victims.iter().map(|p| p.priority as i128 + (1i128 << 31)).sum::<i128>(),
+        |c| -(c.victims.len() as i128),
+        |c| {
+            let Some(top) = c.victims.iter().map(|p| p.priority).max() else { return i128::MIN };
+            c.victims.iter().filter(|p| p.priority == top).map(|p| start(p)).min().unwrap_or(i128::MAX)
+        },
+    ];
+    for score in scores {
+        if candidates.len() <= 1 {
+            break;
+        }
+        let best = candidates.iter().map(score).max().unwrap_or(0);
+        candidates.retain(|c| score(c) == best);
+    }
+    candidates.swap_remove(0)
+}
+
+#[cfg(test)]
+mod tests;

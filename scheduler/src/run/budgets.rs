@@ -1,0 +1,45 @@
+//! Watches PodDisruptionBudgets (policy/v1), which preemption spares when it can.
+
+use std::sync::Arc;
+
+use algorithms::preemption::Budget;
+use futures::StreamExt;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use tracing::{info, warn};
+
+use super::Shared;
+use super::watches::{Watched, watch};
+use super::workloads::{Kind, map_event};
+
+/// Runs the watch until the process stops, publishing the budgets to the cache.
+pub async fn run(client: Client, shared: Arc<Shared>) {
+    let api = Api::<PodDisruptionBudget>::all(client);
+    let mut events = watch("poddisruptionbudgets", api, watcher::Config::default()).boxed();
+    let mut kind: Kind<Budget> = Kind::new();
+    let mut was_synced = false;
+    while let Some(w) = events.next().await {
+        let changed = match w {
+            Watched::Event(ev) => kind.apply(map_event(ev, |p: &PodDisruptionBudget| Some(Budget::from_api(p)))),
+            Watched::Expired(k) => {
+                info!(kind = k, "watch expired (410 Gone); relisting");
+                false
+            }
+            Watched::Failed(k, e) => {
+                warn!(kind = k, error = %e, "watch failed; retrying with backoff");
+                false
+            }
+        };
+        if kind.synced && (changed || !was_synced) {
+            let mut keyed: Vec<_> = kind.current.iter().collect();
+            keyed.sort_by(|a, b| a.0.cmp(b.0));
+            let budgets: Vec<Budget> = keyed.into_iter().map(|(_, b)| b.clone()).collect();
+            if !was_synced {
+                info!(count = budgets.len(), "pod disruption budgets synced");
+            }
+            shared.lock().engine.cache.set_budgets(budgets);
+            was_synced = true;
+        }
+    }
+}
