@@ -84,6 +84,12 @@ impl PodBuilder {
         self
     }
 
+    /// Sets `spec.priorityClassName` (the API server's admission fills in the priority).
+    pub fn priority_class(mut self, name: &str) -> Self {
+        self.spec().priority_class_name = Some(name.into());
+        self
+    }
+
     /// Sets `spec.preemptionPolicy: Never`.
     pub fn never_preempt(mut self) -> Self {
         self.spec().preemption_policy = Some("Never".into());
