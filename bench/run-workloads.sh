@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 cargo build --release -p custom-scheduler >&2
 bin=target/release/custom-scheduler
 workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
-           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingChurn)
+           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingChurn PreemptionBasic)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2
@@ -16,8 +16,8 @@ done
 cpu=$(nproc)
 table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh${*:+ $*}\` on a ${cpu}-core machine; every node is evaluated for every pod.
 
-| workload | nodes | measured pods | scheduled | pods/s | p50 ms | p99 ms | peak MiB |
-|---|---:|---:|---:|---:|---:|---:|---:|
+| workload | nodes | measured pods | scheduled | pods/s | p50 ms | p99 ms | peak MiB | preemptions |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
 ${rows}"
 python3 - "$table" <<'PY'
 import re, sys

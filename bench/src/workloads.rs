@@ -39,6 +39,7 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("Unschedulable", 5000, 200, 5000),
     ("SchedulingGpu", 5000, 1000, 5000),
     ("SchedulingChurn", 5000, 1000, 10000),
+    ("PreemptionBasic", 5000, 20000, 1000),
 ];
 
 /// Churn steps per second of the churn workload: each step updates one node (a newly
@@ -158,6 +159,9 @@ pub fn generate(
                 p.label("app", "spread").spread(5, ZONE, "ScheduleAnyway", &[("app", "spread")])
             }
             "Unschedulable" if prefix == "init" => p.req("9", "500Mi"),
+            // Four low-priority pods fill each node; each high-priority pod needs three of them gone.
+            "PreemptionBasic" if prefix == "init" => p.priority(1).req("900m", "500Mi"),
+            "PreemptionBasic" => p.priority(10).req("3", "500Mi"),
             "SchedulingGpu" if i % 5 < 2 => {
                 let gpus = ["1", "2", "4", "1", "8", "2"][i % 6];
                 p.req_list(&[(GPU, gpus)]).toleration(GPU, "Exists", "", "NoSchedule")

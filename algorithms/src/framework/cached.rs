@@ -231,7 +231,9 @@ pub fn evaluate_cached(
             && let Some(st) = outside_allowed(&allowed, &snapshot.nodes[i])
         {
             ev.rejected.push(i, st);
-        } else if let Some(st) = nominated_fail.remove(&i) {
+        } else if !nominated_fail.is_empty()
+            && let Some(st) = nominated_fail.remove(&i)
+        {
             ev.rejected.push(i, st);
         } else if verdict == 0 {
             passed.push(i);

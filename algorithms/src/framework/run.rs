@@ -173,6 +173,9 @@ pub(crate) fn filter_with_nominated(
 
 /// The node with the pods nominated to it that `pod` must leave room for, if any.
 pub(crate) fn with_nominated(pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> Option<NodeInfo> {
+    if snapshot.nominated.is_empty() {
+        return None;
+    }
     let list = snapshot.nominated.get(&node.name)?;
     let mut extra = list
         .iter()
