@@ -88,6 +88,13 @@ fn workloads_schedule_what_fits() {
     let anti = simulate("SchedulingPodAntiAffinity", 1, false);
     // Each anti-affine pod needs a node of its own: 120 nodes, some taken by initial pods.
     assert!(anti.scheduled <= 120 && anti.unschedulable > 0);
+    let preempt = simulate("PreemptionBasic", 1, false);
+    // One 3-CPU pod per 4-CPU node: 120 get a node by preemption, the rest find only
+    // equal-priority pods left to evict.
+    assert_eq!(preempt.scheduled, 120);
+    assert_eq!(preempt.preemptions.len(), 120);
+    assert!(preempt.failures.values().all(|m| m.contains("preemption: 0/120 nodes are available: ")));
+    assert!(preempt.preemptions.iter().all(|p| p.victims.len() == 3), "three 900m pods make room for 3 CPUs");
     let gpu = simulate("SchedulingGpu", 1, false);
     assert!(gpu.scheduled > 0);
     for msg in gpu.failures.values() {
