@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use algorithms::framework::{Evaluation, filter_candidates, score_nodes};
+use algorithms::preemption::{Judge, select_victims_with};
 use algorithms::{Code, NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
 
@@ -163,8 +164,11 @@ pub fn prioritize(ext: &Extender, args: ExtenderArgs) -> Result<Vec<HostPriority
     Ok(out)
 }
 
-/// `POST /preempt`: keeps the candidate nodes where evicting the victims lets the pod fit.
-/// Without cluster access the candidates cannot be judged and are returned as they came.
+/// `POST /preempt`: with cluster access, runs DefaultPreemption's victim selection on
+/// each node kube-scheduler proposes (over this scheduler's view, managed devices and
+/// PodDisruptionBudgets included) and answers with the victims it would evict there;
+/// nodes where evicting lower-priority pods cannot make the pod fit are dropped. Without
+/// cluster access the candidates cannot be judged and are returned as they came.
 pub fn preempt(ext: &Extender, args: ExtenderPreemptionArgs) -> Result<ExtenderPreemptionResult, ApiError> {
     let pod = parse_pod(args.pod.clone())?;
     let mut proposed: BTreeMap<String, MetaVictims> = args.node_name_to_meta_victims.clone().unwrap_or_default();
@@ -175,23 +179,15 @@ pub fn preempt(ext: &Extender, args: ExtenderPreemptionArgs) -> Result<ExtenderP
     let Some(cluster) = &ext.cluster else {
         return Ok(ExtenderPreemptionResult { node_name_to_meta_victims: proposed });
     };
-    let snap = cluster.snapshot();
+    let mut snap = (*cluster.snapshot()).clone();
+    let budgets = snap.budgets.clone();
+    let judge = Judge::new(&ext.profile, &pod, &snap);
     let mut agreed = BTreeMap::new();
-    for (node, victims) in proposed {
+    for node in proposed.into_keys() {
         let Some(&i) = snap.index.get(&node) else { continue };
-        let mut trimmed = (*snap.nodes[i]).clone();
-        for v in &victims.pods {
-            let found = trimmed.pods.iter().find(|p| p.uid == v.uid).map(|p| (p.namespace.clone(), p.name.clone()));
-            if let Some((ns, name)) = found {
-                trimmed.remove_pod(&ns, &name);
-            }
-        }
-        let mut what_if = (*snap).clone();
-        what_if.replace_node(i, Arc::new(trimmed));
-        what_if.refresh_pod_indexes();
-        let ev = filter_candidates(&ext.profile, &pod, &what_if, Some(&[i]));
-        if ev.feasible == [i] {
-            agreed.insert(node, victims);
+        if let Ok((victims, violations)) = select_victims_with(&judge, &pod, &mut snap, i, &budgets) {
+            let pods = victims.iter().map(|p| MetaPod { uid: p.uid.clone() }).collect();
+            agreed.insert(node, MetaVictims { pods, num_pdb_violations: violations as i64 });
         }
     }
     Ok(ExtenderPreemptionResult { node_name_to_meta_victims: agreed })

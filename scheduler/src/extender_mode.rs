@@ -169,6 +169,7 @@ pub async fn serve(
         let shared = Arc::new(Shared::new(Engine::new(Vec::new()), quota));
         tokio::spawn(informer::run(client.clone(), shared.clone()));
         tokio::spawn(workloads::run(client.clone(), shared.clone()));
+        tokio::spawn(crate::run::budgets::run(client.clone(), shared.clone()));
         Some(Arc::new(KubeCluster { client, shared, view: Default::default() }))
     } else {
         None

@@ -105,25 +105,36 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
     let (_, body) = http(listen, "POST", "/bind", &bind).await;
     assert!(serde_json::from_str::<Value>(&body).unwrap()["Error"].as_str().unwrap().contains("already bound"));
 
-    // Preemption: evicting the running pod frees enough devices for a 4-GPU pod.
+    // Preemption runs DefaultPreemption's victim selection on the proposed nodes. An
+    // equal-priority preemptor has no victims anywhere.
     let running_uid = api.get(Kind::Pod, "default", "running").unwrap()["metadata"]["uid"].clone();
-    let preempt = json!({"Pod": gpu_pod("big", "4"), "NodeNameToMetaVictims": {
+    let proposal = json!({
         "gpu": {"Pods": [{"UID": running_uid}], "NumPDBViolations": 0},
         "cpu-1": {"Pods": [], "NumPDBViolations": 0}
-    }})
-    .to_string();
+    });
+    let preempt = json!({"Pod": gpu_pod("big", "4"), "NodeNameToMetaVictims": proposal}).to_string();
     let (_, body) = http(listen, "POST", "/preempt", &preempt).await;
     let r: Value = serde_json::from_str(&body).unwrap();
-    assert!(r["NodeNameToMetaVictims"]["gpu"].is_null(), "two of four devices stay taken by the bound pod: {r}");
-    assert!(r["NodeNameToMetaVictims"]["cpu-1"].is_null());
-    let two_uid = uid;
-    let preempt_both = json!({"Pod": gpu_pod("big", "4"), "NodeNameToMetaVictims": {
-        "gpu": {"Pods": [{"UID": running_uid}, {"UID": two_uid}], "NumPDBViolations": 0}
-    }})
-    .to_string();
-    let (_, body) = http(listen, "POST", "/preempt", &preempt_both).await;
+    assert_eq!(r["NodeNameToMetaVictims"], json!({}), "{r}");
+    // A higher-priority 4-GPU pod needs both GPU pods gone (kube-scheduler proposed one,
+    // not knowing that the extender manages the devices); a node without GPUs is dropped.
+    let mut big = gpu_pod("big", "4");
+    big["spec"]["priority"] = json!(100);
+    let preempt = json!({"Pod": big, "NodeNameToMetaVictims": proposal}).to_string();
+    let (_, body) = http(listen, "POST", "/preempt", &preempt).await;
     let r: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(r["NodeNameToMetaVictims"]["gpu"]["Pods"].as_array().unwrap().len(), 2, "{r}");
+    let mut uids: Vec<String> = r["NodeNameToMetaVictims"]["gpu"]["Pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["UID"].as_str().unwrap().to_string())
+        .collect();
+    uids.sort();
+    let mut want = vec![running_uid.as_str().unwrap().to_string(), uid.as_str().unwrap().to_string()];
+    want.sort();
+    assert_eq!(uids, want, "{r}");
+    assert_eq!(r["NodeNameToMetaVictims"]["gpu"]["NumPDBViolations"], 0);
+    assert!(r["NodeNameToMetaVictims"]["cpu-1"].is_null(), "{r}");
 
     let _ = tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(15), server).await;
