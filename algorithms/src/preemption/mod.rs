@@ -166,42 +166,9 @@ pub fn preempt(
         None => ev.rejected.iter().filter(|(_, st)| st.code == Code::Unschedulable).map(|(i, _)| i).collect(),
     };
     let all = snapshot.len();
-    let mut statuses: BTreeMap<usize, Status> = BTreeMap::new();
-    let mut errors: Vec<String> = Vec::new();
-    let mut found: Vec<Candidate> = Vec::new();
-    if !potential.is_empty() {
-        let n = potential.len();
-        let wanted = args.num_candidates(n);
-        let offset = rng.random_range(0..n);
-        let (mut clean, mut violating) = (Vec::new(), Vec::new());
-        let judge = Judge::new(profile, pod, snapshot);
-        for k in 0..n {
-            let i = potential[(offset + k) % n];
-            match select_victims_with(&judge, pod, snapshot, i, budgets) {
-                Ok((victims, _)) if victims.is_empty() => {
-                    let msg = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
-                    errors.push(msg.clone());
-                    statuses.insert(i, Status::error(msg));
-                }
-                Ok((victims, pdb_violations)) => {
-                    let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
-                    if list.len() < wanted {
-                        list.push(Candidate { node: i, victims, pdb_violations });
-                    }
-                    if !clean.is_empty() && clean.len() + violating.len() >= wanted {
-                        break;
-                    }
-                }
-                Err(st) => {
-                    if st.code == Code::Error {
-                        errors.push(st.message());
-                    }
-                    statuses.insert(i, st);
-                }
-            }
-        }
-        found = clean.into_iter().chain(violating).collect();
-    }
+    let offset = if potential.is_empty() { 0 } else { rng.random_range(0..potential.len()) };
+    let DryRun { candidates: found, statuses, mut errors } =
+        dry_run(profile, pod, snapshot, &potential, offset, budgets, args);
     if found.is_empty() {
         if !errors.is_empty() {
             let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
@@ -220,6 +187,66 @@ pub fn preempt(
         return Preemption::Unschedulable { message: summary.message(), clear: true };
     }
     Preemption::Nominate(pick_one(found))
+}
+
+/// What the dry runs found.
+#[derive(Debug, Default)]
+pub struct DryRun {
+    /// Candidates without PDB violations first, then the others, each in visit order.
+    pub candidates: Vec<Candidate>,
+    /// The status of each node that is no candidate.
+    pub statuses: BTreeMap<usize, Status>,
+    /// Internal errors met.
+    pub errors: Vec<String>,
+}
+
+/// Dry-runs the `potential` nodes from `offset` (wrapping), keeping at most
+/// [`PreemptionArgs::num_candidates`] candidates of each kind and stopping once there is
+/// one without violations and enough in all (kube-scheduler's DryRunPreemption).
+pub fn dry_run(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &mut Snapshot,
+    potential: &[usize],
+    offset: usize,
+    budgets: &[Budget],
+    args: &PreemptionArgs,
+) -> DryRun {
+    let mut out = DryRun::default();
+    let n = potential.len();
+    if n == 0 {
+        return out;
+    }
+    let wanted = args.num_candidates(n);
+    let (mut clean, mut violating) = (Vec::new(), Vec::new());
+    let judge = Judge::new(profile, pod, snapshot);
+    for k in 0..n {
+        let i = potential[(offset + k) % n];
+        match select_victims_with(&judge, pod, snapshot, i, budgets) {
+            Ok((victims, _)) if victims.is_empty() => {
+                let msg = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
+                out.errors.push(msg.clone());
+                out.statuses.insert(i, Status::error(msg));
+            }
+            Ok((victims, pdb_violations)) => {
+                let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
+                if list.len() < wanted {
+                    list.push(Candidate { node: i, victims, pdb_violations });
+                }
+                if !clean.is_empty() && clean.len() + violating.len() >= wanted {
+                    break;
+                }
+            }
+            Err(st) => {
+                if st.code == Code::Error {
+                    out.errors.push(st.message());
+                }
+                out.statuses.insert(i, st);
+            }
+        }
+    }
+    out.candidates = clean.into_iter().chain(violating).collect();
+    out
 }
 
 /// kube-scheduler's `MoreImportantPod`: higher priority, then earlier start (unset: now).

@@ -424,3 +424,119 @@ fn nominated_room_is_kept_for_equal_or_higher_priority() {
     let high = PodInfo::from_pod(&pod("high", VERY_HIGH, LARGE).build()).unwrap();
     assert!(evaluate(&profile, &high, &snap, &mut rng, EvaluateOptions::default()).selected.is_some());
 }
+
+const HOST: &str = "kubernetes.io/hostname";
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+fn labelled(name: &str, zone: &str) -> core::Node {
+    NodeBuilder::new(name).capacity(VERY_LARGE, "1Gi", "32").label(HOST, name).label(ZONE, zone).build()
+}
+
+/// The victims `select_victims` picks on `node`, or the reason it is no candidate.
+fn victims_on(
+    nodes: &[core::Node],
+    pods: &[core::Pod],
+    preemptor: core::Pod,
+    node: &str,
+) -> Result<Vec<String>, String> {
+    let mut snap = snapshot(nodes, pods);
+    let profile = default_profile("s");
+    let pod = PodInfo::from_pod(&preemptor).unwrap();
+    let i = snap.index[node];
+    select_victims(&profile, &pod, &mut snap, i, &[])
+        .map(|(v, _)| v.iter().map(|p| p.name.clone()).collect())
+        .map_err(|st| st.message())
+}
+
+#[test]
+fn existing_anti_affinity_is_resolved_by_evicting_its_pod() {
+    use crate::testing::affinity_term;
+    let nodes = [labelled("node1", "z"), labelled("node2", "z")];
+    let pods = [
+        on(
+            pod("p1.1", LOW, SMALL).label("app", "foo").pod_anti_affinity(affinity_term(&[("app", "foo")], HOST)),
+            "node1",
+        ),
+        on(pod("p1.2", MID, SMALL), "node1"),
+        on(pod("p1.3", HIGH, SMALL), "node1"),
+        on(pod("p2", HIGH, VERY_LARGE), "node2"),
+    ];
+    let p = || pod("p", HIGH, SMALL).label("app", "foo").build();
+    assert_eq!(victims_on(&nodes, &pods, p(), "node1"), Ok(vec!["p1.1".to_string()]));
+    assert_eq!(victims_on(&nodes, &pods, p(), "node2"), Err(NO_VICTIMS.to_string()));
+    let (out, snap) = run(&nodes, &pods, p(), &[], PreemptionArgs::default());
+    assert_eq!(chosen(&out, &snap), ("node1".into(), vec!["p1.1".into()], 0));
+}
+
+#[test]
+fn topology_spread_is_resolved_by_evicting_the_fewest() {
+    let nodes = [labelled("node-a", "zone1"), labelled("node-b", "zone1"), labelled("node-x", "zone2")];
+    let foo = |n: &str, prio: i32| pod(n, prio, "").label("app", "foo");
+    let pods = [
+        on(foo("a1", MID), "node-a"),
+        on(foo("a2", LOW), "node-a"),
+        on(foo("b1", LOW), "node-b"),
+        on(foo("x1", HIGH), "node-x"),
+        on(foo("x2", HIGH), "node-x"),
+    ];
+    let p = || {
+        pod("p", HIGH, "")
+            .label("app", "foo")
+            .spread(1, ZONE, "DoNotSchedule", &[("app", "foo")])
+            .spread(1, HOST, "DoNotSchedule", &[("app", "foo")])
+            .build()
+    };
+    assert_eq!(victims_on(&nodes, &pods, p(), "node-a"), Ok(vec!["a2".to_string()]));
+    assert_eq!(victims_on(&nodes, &pods, p(), "node-b"), Ok(vec!["b1".to_string()]));
+    assert_eq!(victims_on(&nodes, &pods, p(), "node-x"), Err(NO_VICTIMS.to_string()));
+}
+
+/// Five nodes, each with one pod; `protected` pods are covered by a budget allowing none.
+fn five(veryhigh: &[usize], protected: &[usize]) -> (Vec<core::Node>, Vec<core::Pod>) {
+    let nodes: Vec<core::Node> = (1..=5).map(|i| node(&format!("node{i}"), VERY_LARGE)).collect();
+    let pods = (1..=5)
+        .map(|i| {
+            let prio = if veryhigh.contains(&i) { VERY_HIGH } else { MID };
+            let mut b = pod(&format!("p{i}"), prio, LARGE);
+            if protected.contains(&i) {
+                b = b.label("app", "foo");
+            }
+            on(b, &format!("node{i}"))
+        })
+        .collect();
+    (nodes, pods)
+}
+
+fn candidates(
+    nodes: &[core::Node],
+    pods: &[core::Pod],
+    budgets: &[Budget],
+    args: PreemptionArgs,
+) -> Vec<(String, usize)> {
+    let mut snap = snapshot(nodes, pods);
+    let profile = default_profile("s");
+    let pod = PodInfo::from_pod(&pod("p", HIGH, LARGE).build()).unwrap();
+    let potential: Vec<usize> = (0..snap.len()).collect();
+    let found = dry_run(&profile, &pod, &mut snap, &potential, 4, budgets, &args);
+    found.candidates.iter().map(|c| (snap.nodes[c.node].name.clone(), c.pdb_violations)).collect()
+}
+
+#[test]
+fn dry_runs_stop_at_the_candidate_limit_from_the_offset() {
+    let args = PreemptionArgs { min_candidate_nodes_percentage: 40, min_candidate_nodes_absolute: 1 };
+    let (nodes, pods) = five(&[], &[]);
+    // From offset 4: node5, then node1; two is enough.
+    assert_eq!(candidates(&nodes, &pods, &[], args), vec![("node5".into(), 0), ("node1".into(), 0)]);
+    // node2 and node5 hold more important pods: node5 (none), node1, node2 (none), node3.
+    let (nodes, pods) = five(&[2, 5], &[]);
+    assert_eq!(candidates(&nodes, &pods, &[], args), vec![("node1".into(), 0), ("node3".into(), 0)]);
+}
+
+#[test]
+fn dry_runs_look_past_the_limit_for_a_node_without_violations() {
+    let args = PreemptionArgs { min_candidate_nodes_percentage: 40, min_candidate_nodes_absolute: 2 };
+    let (nodes, pods) = five(&[], &[1, 2, 5]);
+    // node5 and node1 violate the budget (node2 too, but the list is full); node3 does not.
+    let got = candidates(&nodes, &pods, &[budget("foo", 0, &[])], args);
+    assert_eq!(got, vec![("node3".into(), 0), ("node5".into(), 1), ("node1".into(), 1)]);
+}
