@@ -14,8 +14,8 @@ use std::sync::Arc;
 use rand::Rng;
 
 use super::run::{
-    EvaluateOptions, Evaluation, filter_list, finish_scores, nodes_to_find, outside_allowed, pre_filter_all,
-    pre_score_all, raw_scores, run_filters, select_host, with_nominated,
+    EvaluateOptions, Evaluation, filter_list, finish_scores, first_pass, nodes_to_find, outside_allowed,
+    pre_filter_all, pre_score_all, raw_scores, run_filters, select_host, with_nominated,
 };
 use super::{PluginState, Profile, StatusTable, map_nodes};
 use crate::pod_info::PodInfo;
@@ -214,7 +214,7 @@ pub fn evaluate_cached(
     for name in snapshot.nominated.keys() {
         let Some(&i) = snapshot.index.get(name) else { continue };
         if let Some(with) = with_nominated(pod, &snapshot.nodes[i], snapshot) {
-            let st = run_filters(&profile.filters, &fstates, pod, &with, i);
+            let st = first_pass(&profile.filters, &fstates, pod, with, i, snapshot);
             if !st.is_success() {
                 nominated_fail.insert(i, st);
             }

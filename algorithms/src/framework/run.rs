@@ -163,12 +163,59 @@ pub(crate) fn filter_with_nominated(
     snapshot: &Snapshot,
 ) -> Status {
     if let Some(with) = with_nominated(pod, node, snapshot) {
-        let st = run_filters(filters, states, pod, &with, index);
+        let st = first_pass(filters, states, pod, with, index, snapshot);
         if !st.is_success() {
             return st;
         }
     }
     run_filters(filters, states, pod, node, index)
+}
+
+/// The first of the two passes: node-local filters judge the node with the nominated
+/// pods; filters that look across nodes (spreading, inter-pod affinity) get their
+/// PreFilter state again over a snapshot in which the node holds those pods, as
+/// kube-scheduler adds them to its cycle state.
+pub(crate) fn first_pass(
+    filters: &[Arc<dyn super::FilterPlugin>],
+    states: &[Option<PluginState>],
+    pod: &PodInfo,
+    mut with: NodeInfo,
+    index: usize,
+    snapshot: &Snapshot,
+) -> Status {
+    let global = filters.iter().zip(states).any(|(f, st)| st.is_some() && !f.node_local());
+    if !global {
+        return run_filters(filters, states, pod, &with, index);
+    }
+    with.generation = crate::node_info::next_generation();
+    let with = Arc::new(with);
+    let mut changed = snapshot.clone();
+    changed.replace_node(index, with.clone());
+    changed.set_pod_flags(index);
+    let mut fresh: Vec<Option<PluginState>> = Vec::with_capacity(filters.len());
+    for (f, st) in filters.iter().zip(states) {
+        if st.is_none() || f.node_local() {
+            fresh.push(None);
+            continue;
+        }
+        let mut out = f.pre_filter(pod, &changed);
+        out.status.plugin = f.name();
+        match out.status.code {
+            Code::Success => fresh.push(Some(out.state)),
+            Code::Skip => fresh.push(None),
+            _ => return out.status,
+        }
+    }
+    for ((f, st), new) in filters.iter().zip(states).zip(&fresh) {
+        let state = if f.node_local() { st.as_ref() } else { new.as_ref() };
+        let Some(state) = state else { continue };
+        let mut status = f.filter_at(state, pod, &with, index);
+        if !status.is_success() {
+            status.plugin = f.name();
+            return status;
+        }
+    }
+    Status::success()
 }
 
 /// The node with the pods nominated to it that `pod` must leave room for, if any.

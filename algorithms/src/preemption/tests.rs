@@ -540,3 +540,26 @@ fn dry_runs_look_past_the_limit_for_a_node_without_violations() {
     let got = candidates(&nodes, &pods, &[budget("foo", 0, &[])], args);
     assert_eq!(got, vec![("node3".into(), 0), ("node5".into(), 1), ("node1".into(), 1)]);
 }
+
+#[test]
+fn nominated_pods_count_in_spreading_too() {
+    // Two zones with one pod each; a pod nominated to zone a's node counts there, so a
+    // second pod with maxSkew 1 must go to zone b even though a has room.
+    let nodes = [labelled("a", "za"), labelled("b", "zb")];
+    let pods = [on(pod("a1", LOW, "").label("app", "w"), "a"), on(pod("b1", LOW, "").label("app", "w"), "b")];
+    let mut snap = snapshot(&nodes, &pods);
+    let nominee = PodInfo::from_pod(&pod("n", HIGH, "").label("app", "w").build()).unwrap();
+    snap.nominated = Arc::new([("a".to_string(), vec![Arc::new(nominee)])].into_iter().collect());
+    let profile = default_profile("s");
+    let incoming = PodInfo::from_pod(
+        &pod("p", HIGH, "").label("app", "w").spread(1, ZONE, "DoNotSchedule", &[("app", "w")]).build(),
+    )
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(0);
+    let ev = evaluate(&profile, &incoming, &snap, &mut rng, EvaluateOptions::default());
+    assert_eq!(ev.feasible, vec![1], "zone a would hold 3 against 1");
+    let mut cache = crate::framework::EquivalenceCache::new();
+    let cached =
+        crate::framework::evaluate_cached(&profile, &incoming, &snap, &mut rng, EvaluateOptions::default(), &mut cache);
+    assert_eq!(cached.feasible, vec![1]);
+}
