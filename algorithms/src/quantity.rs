@@ -32,6 +32,17 @@ const MAX_DIGITS: usize = 36;
 
 impl Quantity {
     /// Parses a quantity such as `100m`, `1Gi`, `1.5`, `12e6` or `+3k`.
+    /// Parses a quantity that must not be negative (requests, limits, allocatable), with
+    /// the API server's message for one that is.
+    pub fn parse_non_negative(input: &str) -> Result<Self, QuantityError> {
+        let q = Self::parse(input)?;
+        if q.negative {
+            return Err(QuantityError { input: input.to_string(), reason: "must be greater than or equal to 0" });
+        }
+        Ok(q)
+    }
+
+    /// Parses a quantity.
     pub fn parse(input: &str) -> Result<Self, QuantityError> {
         let err = |reason| QuantityError { input: input.to_string(), reason };
         let s = input.trim();

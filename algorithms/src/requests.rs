@@ -40,7 +40,7 @@ pub struct RequestError {
 fn parse_list(owner: &str, list: &BTreeMap<String, ApiQuantity>) -> Result<Resource, RequestError> {
     let mut r = Resource::default();
     for (name, q) in list {
-        let parsed = Quantity::parse(&q.0).map_err(|source| RequestError {
+        let parsed = Quantity::parse_non_negative(&q.0).map_err(|source| RequestError {
             container: owner.to_string(),
             resource: name.clone(),
             source,
@@ -282,5 +282,18 @@ mod tests {
         assert_eq!(err.container, "web");
         assert_eq!(err.resource, "cpu");
         assert!(err.to_string().contains("web"));
+    }
+
+    #[test]
+    fn negative_requests_are_refused_as_the_api_server_refuses_them() {
+        // A negative request would subtract from what the node holds and let pods fit
+        // where they do not.
+        let err = pod_requests(&spec(vec![container("web", Some("-1500m"), None, false)], vec![])).unwrap_err();
+        assert_eq!((err.container.as_str(), err.resource.as_str()), ("web", "cpu"));
+        assert!(err.to_string().contains("must be greater than or equal to 0"), "{err}");
+        let node = crate::testing::NodeBuilder::new("n").capacity("-4", "1Gi", "10").build();
+        let err = crate::NodeInfo::from_node(&node).unwrap_err();
+        assert!(err.to_string().contains("must be greater than or equal to 0"), "{err}");
+        assert!(pod_requests(&spec(vec![container("web", Some("0"), None, false)], vec![])).is_ok());
     }
 }

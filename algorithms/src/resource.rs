@@ -57,7 +57,7 @@ impl Resource {
     pub fn from_list(list: &BTreeMap<String, ApiQuantity>) -> Result<Self, QuantityError> {
         let mut r = Resource::default();
         for (name, q) in list {
-            let q = Quantity::parse(&q.0)?;
+            let q = Quantity::parse_non_negative(&q.0)?;
             r.set(name, q);
         }
         Ok(r)

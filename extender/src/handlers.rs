@@ -44,7 +44,35 @@ struct Candidates {
     unknown: BTreeMap<String, String>,
 }
 
+/// Refuses nameless nodes and names sent twice: the answer must be a partition of what
+/// was sent, which a repeated name cannot be.
+fn check_names(args: &ExtenderArgs) -> Result<(), ApiError> {
+    let names: Vec<&str> = match (&args.nodes, &args.node_names) {
+        (Some(list), _) => {
+            let mut names = Vec::with_capacity(list.items.len());
+            for (i, n) in list.items.iter().enumerate() {
+                match n.metadata.name.as_deref() {
+                    Some(name) if !name.is_empty() => names.push(name),
+                    _ => return Err(ApiError::bad_request(format!("Nodes.items[{i}] has no metadata.name"))),
+                }
+            }
+            names
+        }
+        (None, Some(names)) => names.iter().map(String::as_str).collect(),
+        (None, None) => return Ok(()),
+    };
+    let mut seen = HashSet::with_capacity(names.len());
+    let mut twice: Vec<&str> = names.into_iter().filter(|n| !seen.insert(*n)).collect();
+    if twice.is_empty() {
+        return Ok(());
+    }
+    twice.sort_unstable();
+    twice.dedup();
+    Err(ApiError::bad_request(format!("node names sent more than once: {}", twice.join(", "))))
+}
+
 fn candidates(ext: &Extender, args: &ExtenderArgs) -> Result<Result<Candidates, String>, ApiError> {
+    check_names(args)?;
     let cached = ext.cluster.as_ref().map(|c| c.snapshot());
     let mut unknown = BTreeMap::new();
     if let Some(list) = &args.nodes {

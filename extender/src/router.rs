@@ -39,11 +39,14 @@ fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, 
         return Ok(args);
     }
     let mut de = serde_json::Deserializer::from_slice(&body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let args = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let at = if path == "." { String::new() } else { format!(" at {path}") };
         ApiError::bad_request(format!("malformed request body{at}: {}", e.inner()))
-    })
+    })?;
+    // The plain decoder failed, yet the document itself is fine: something follows it.
+    de.end().map_err(|e| ApiError::bad_request(format!("malformed request body: {e} after the JSON document")))?;
+    Ok(args)
 }
 
 /// Parses the body, runs `f` on a blocking thread (the plugins use rayon), records metrics.

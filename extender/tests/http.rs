@@ -223,6 +223,31 @@ async fn bad_requests_get_clear_json_errors() {
     let (s, r) = post(stateless(), "/frobnicate", "{}").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert!(r["Error"].as_str().unwrap().contains("unknown path"));
+    // Bytes after the document, or a second document, are refused.
+    let pod = r#"{"metadata": {"name": "p"}, "spec": {"containers": []}}"#;
+    for tail in [" x", " {}", "}"] {
+        let (s, r) = post(stateless(), "/filter", format!(r#"{{"Pod": {pod}, "NodeNames": []}}{tail}"#)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "tail {tail:?}: {r}");
+        assert!(r["Error"].as_str().unwrap().contains("malformed request body"), "{r}");
+    }
+    // A node sent twice (or without a name) cannot be answered with a partition.
+    let node = |n: &str| format!(r#"{{"metadata": {{"name": "{n}"}}}}"#);
+    let twice = format!(r#"{{"Pod": {pod}, "Nodes": {{"items": [{}, {}, {}]}}}}"#, node("a"), node("b"), node("a"));
+    for verb in ["/filter", "/prioritize"] {
+        let (s, r) = post(stateless(), verb, twice.clone()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{verb}: {r}");
+        assert_eq!(r["Error"], "node names sent more than once: a", "{verb}");
+    }
+    let nameless = format!(r#"{{"Pod": {pod}, "Nodes": {{"items": [{}, {{"metadata": {{}}}}]}}}}"#, node("a"));
+    let (s, r) = post(stateless(), "/filter", nameless).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(r["Error"], "Nodes.items[1] has no metadata.name");
+    // Negative requests are refused as the API server refuses them.
+    let negative = r#"{"Pod": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+        "resources": {"requests": {"cpu": "-1500m"}}}]}}, "Nodes": {"items": []}}"#;
+    let (s, r) = post(stateless(), "/filter", negative).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(r["Error"].as_str().unwrap().contains("must be greater than or equal to 0"), "{r}");
     let big = format!(r#"{{"Pod": null, "pad": "{}"}}"#, "x".repeat(2 << 20));
     let (s, r) = post(stateless(), "/filter", big).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);

@@ -37,10 +37,11 @@ impl ScorePlugin for ImageLocality {
         for img in &pod.images {
             if let Some(size) = node.image_size(img) {
                 let spread = snapshot.image_nodes.get(img).copied().unwrap_or(1) as f64 / total;
-                sum += (size as f64 * spread) as i64;
+                // Sizes come from node status as sent: saturate rather than wrap.
+                sum = sum.saturating_add((size.max(0) as f64 * spread) as i64);
             }
         }
-        let max_threshold = MAX_CONTAINER_THRESHOLD * pod.images.len() as i64;
+        let max_threshold = MAX_CONTAINER_THRESHOLD.saturating_mul(pod.images.len() as i64);
         let clamped = sum.clamp(MIN_THRESHOLD, max_threshold.max(MIN_THRESHOLD));
         if max_threshold <= MIN_THRESHOLD {
             return 0;
@@ -78,5 +79,16 @@ mod tests {
         for (name, pod, want) in cases {
             assert_eq!(score_all(&ImageLocality, &pod.build(), &snap), want, "{name}");
         }
+    }
+
+    #[test]
+    fn huge_image_sizes_saturate_instead_of_wrapping() {
+        let nodes = vec![
+            NodeBuilder::new("a").image(&["x:1"], i64::MAX).image(&["y:1"], i64::MAX).build(),
+            NodeBuilder::new("b").image(&["x:1"], -5).build(),
+        ];
+        let snap = snapshot(&nodes, &[]);
+        let pod = PodBuilder::new("p").images(&["x:1", "y:1"]).build();
+        assert_eq!(score_all(&ImageLocality, &pod, &snap), vec![100, 0]);
     }
 }
