@@ -153,5 +153,23 @@ pub fn router(ext: Arc<Extender>, body_limit: usize) -> Router {
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(move |req, next| refuse_oversize(req, next, body_limit)))
         .with_state(ext)
+}
+
+/// Answers 413 from the `Content-Length` header alone, before any of the body is read
+/// (so a client that sent `Expect: 100-continue` is never told to continue).
+async fn refuse_oversize(req: axum::extract::Request, next: axum::middleware::Next, limit: usize) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared.filter(|&len| len > limit as u64) {
+        return error_response(ApiError {
+            status: 413,
+            message: format!("request body of {len} bytes is over the limit of {limit} bytes"),
+        });
+    }
+    next.run(req).await
 }

@@ -248,6 +248,19 @@ async fn bad_requests_get_clear_json_errors() {
     let (s, r) = post(stateless(), "/filter", negative).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(r["Error"].as_str().unwrap().contains("must be greater than or equal to 0"), "{r}");
+    // A declared length over the limit is refused before the body is read: a body that
+    // never arrives does not hold the answer up.
+    let (tx, rx) = futures::channel::mpsc::unbounded::<Result<axum::body::Bytes, std::io::Error>>();
+    let req = Request::post("/filter")
+        .header("content-type", "application/json")
+        .header("content-length", (4u64 << 20).to_string())
+        .header("expect", "100-continue")
+        .body(Body::from_stream(rx))
+        .unwrap();
+    let resp =
+        tokio::time::timeout(std::time::Duration::from_secs(5), stateless().oneshot(req)).await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    drop(tx);
     let big = format!(r#"{{"Pod": null, "pad": "{}"}}"#, "x".repeat(2 << 20));
     let (s, r) = post(stateless(), "/filter", big).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
