@@ -13,7 +13,7 @@ use std::sync::Arc;
 use algorithms::{Profile, Snapshot};
 use futures::future::BoxFuture;
 
-pub use router::{DEFAULT_BODY_LIMIT, router};
+pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, router, router_with_timeout};
 
 /// The cluster as the extender sees it when it has API access.
 pub trait ClusterView: Send + Sync {

@@ -142,9 +142,18 @@ fn verbs() -> Router<Arc<Extender>> {
         .route("/preempt", post(preempt))
 }
 
+/// Default bound on the time to receive a request's body and answer it.
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The extender's routes. Verbs are served at the root and under `/scheduler`
 /// (a common `urlPrefix`).
 pub fn router(ext: Arc<Extender>, body_limit: usize) -> Router {
+    router_with_timeout(ext, body_limit, DEFAULT_REQUEST_TIMEOUT)
+}
+
+/// [`router`] with a bound on the time from the request's headers to the answer (body
+/// read included): a client that stops sending gets `408` and its connection is freed.
+pub fn router_with_timeout(ext: Arc<Extender>, body_limit: usize, request_timeout: std::time::Duration) -> Router {
     Router::new()
         .merge(verbs())
         .nest("/scheduler", verbs())
@@ -154,6 +163,15 @@ pub fn router(ext: Arc<Extender>, body_limit: usize) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(move |req, next| refuse_oversize(req, next, body_limit)))
+        .layer(axum::middleware::from_fn(move |req, next: axum::middleware::Next| async move {
+            match tokio::time::timeout(request_timeout, next.run(req)).await {
+                Ok(response) => response,
+                Err(_) => error_response(ApiError {
+                    status: 408,
+                    message: format!("the request was not received and answered within {request_timeout:?}"),
+                }),
+            }
+        }))
         .with_state(ext)
 }
 

@@ -40,6 +40,11 @@ pub struct ExtenderOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Request body limit.
     pub max_body_bytes: usize,
+    /// A connection must send a request's headers within this time (its first request
+    /// included), else it is closed.
+    pub header_timeout: std::time::Duration,
+    /// A request's body must arrive and be answered within this time, else `408`.
+    pub request_timeout: std::time::Duration,
 }
 
 /// Why the extender could not start.
@@ -175,7 +180,8 @@ pub async fn serve(
         None
     };
     info!(listen = %opts.listen, cluster_access = cluster.is_some(), managed = ?managed, "serving the extender");
-    let app = extender::router(Arc::new(Extender::new(profile, cluster, managed)), opts.max_body_bytes);
+    let ext = Arc::new(Extender::new(profile, cluster, managed));
+    let app = extender::router_with_timeout(ext, opts.max_body_bytes, opts.request_timeout);
     let handle = axum_server::Handle::new();
     let h = handle.clone();
     tokio::spawn(async move {
@@ -188,9 +194,15 @@ pub async fn serve(
             let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
                 .await
                 .map_err(|e| ExtenderError::Tls(e.to_string()))?;
-            axum_server::bind_rustls(opts.listen, tls).handle(handle).serve(app.into_make_service()).await
+            let mut server = axum_server::bind_rustls(opts.listen, tls).first_request_timeout(opts.header_timeout);
+            server.http_builder().http1().header_read_timeout(opts.header_timeout);
+            server.handle(handle).serve(app.into_make_service()).await
         }
-        None => axum_server::bind(opts.listen).handle(handle).serve(app.into_make_service()).await,
+        None => {
+            let mut server = axum_server::bind(opts.listen).first_request_timeout(opts.header_timeout);
+            server.http_builder().http1().header_read_timeout(opts.header_timeout);
+            server.handle(handle).serve(app.into_make_service()).await
+        }
     };
     result.map_err(|e| ExtenderError::Serve(e.to_string()))
 }

@@ -84,6 +84,12 @@ enum Command {
         /// Largest accepted request body in bytes.
         #[arg(long, default_value_t = extender::DEFAULT_BODY_LIMIT)]
         max_body_bytes: usize,
+        /// A connection must send a request's headers within this time, else it is closed.
+        #[arg(long, default_value = "10s", value_parser = parse_interval)]
+        header_timeout: std::time::Duration,
+        /// A request's body must arrive and be answered within this time, else 408.
+        #[arg(long, default_value = "60s", value_parser = parse_interval)]
+        request_timeout: std::time::Duration,
     },
     /// Schedule every pending pod of a snapshot (or the built-in demo) in memory.
     Simulate {
@@ -225,6 +231,8 @@ fn dispatch(cmd: Command) -> Result<()> {
             tls_cert,
             tls_key,
             max_body_bytes,
+            header_timeout,
+            request_timeout,
         } => {
             let opts = scheduler::extender_mode::ExtenderOptions {
                 listen,
@@ -234,6 +242,8 @@ fn dispatch(cmd: Command) -> Result<()> {
                 managed_resources,
                 tls: tls_cert.zip(tls_key),
                 max_body_bytes,
+                header_timeout,
+                request_timeout,
             };
             runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
             Ok(())

@@ -56,6 +56,8 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
         managed_resources: vec!["example.com/gpu".into()],
         tls: None,
         max_body_bytes: 1 << 20,
+        header_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -135,6 +137,31 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
     assert_eq!(uids, want, "{r}");
     assert_eq!(r["NodeNameToMetaVictims"]["gpu"]["NumPDBViolations"], 0);
     assert!(r["NodeNameToMetaVictims"]["cpu-1"].is_null(), "{r}");
+
+    // Slow clients: one that never finishes its headers is disconnected after the header
+    // timeout (1 s here), one that announces a body and stops sending gets 408 after the
+    // request timeout (2 s); a normal request is answered meanwhile.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = tokio::time::Instant::now();
+    let mut slow_headers = tokio::net::TcpStream::connect(listen).await.unwrap();
+    slow_headers.write_all(b"POST /filter HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let mut slow_body = tokio::net::TcpStream::connect(listen).await.unwrap();
+    slow_body
+        .write_all(
+            b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+    assert_eq!(http(listen, "GET", "/healthz", "").await.0, 200);
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), slow_headers.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "a client that never finished its headers was kept");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(900), "closed after {waited:?}, before the header timeout");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), slow_body.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 
     let _ = tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(15), server).await;
