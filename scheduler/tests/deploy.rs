@@ -70,6 +70,13 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                         }
                     }
                 }
+                "Kustomization" => {
+                    let dir = file.parent().unwrap();
+                    for r in doc["resources"].as_array().unwrap() {
+                        let listed = dir.join(r.as_str().unwrap());
+                        assert!(listed.is_file(), "{}: lists {} which is missing", file.display(), listed.display());
+                    }
+                }
                 "KubeSchedulerConfiguration" => {
                     let cfg = scheduler::config_file::parse(&text, &file.display().to_string()).unwrap();
                     assert!(!cfg.extenders.is_empty(), "{}: extender stanza", file.display());
@@ -125,4 +132,57 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
         !rules.iter().any(|(g, r, v)| v.iter().any(|x| x == "delete") && !(g.is_empty() && r == "pods")),
         "delete beyond pods: {rules:?}"
     );
+}
+
+/// `kubectl kustomize` renders each kustomization into the objects it should hold (skipped,
+/// with a line saying so, where kubectl is not installed).
+#[test]
+fn kustomizations_render_the_expected_objects() {
+    let Ok(version) = std::process::Command::new("kubectl").args(["version", "--client"]).output() else {
+        println!("kubectl is not installed: skipping the kustomize rendering check");
+        return;
+    };
+    assert!(version.status.success());
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "scheduler",
+            &[
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "ConfigMap",
+                "Deployment",
+                "Service",
+            ],
+        ),
+        ("extender", &["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"]),
+    ];
+    for (dir, kinds) in cases {
+        let out =
+            std::process::Command::new("kubectl").args(["kustomize", &format!("../deploy/{dir}")]).output().unwrap();
+        assert!(out.status.success(), "{dir}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut found = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let doc = Value::deserialize(doc).unwrap();
+            let kind = doc["kind"].as_str().unwrap().to_string();
+            if kind != "Namespace" && !kind.starts_with("Cluster") {
+                assert_eq!(doc["metadata"]["namespace"], "custom-scheduler", "{dir}: {kind}");
+            }
+            if kind == "Deployment" {
+                let d: Deployment = typed(&doc, Path::new(dir));
+                assert_eq!(d.spec.as_ref().unwrap().replicas, Some(2));
+                let image = d.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap();
+                assert_eq!(image, "custom-scheduler:latest");
+            }
+            found.push(kind);
+        }
+        found.sort();
+        let mut want: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+        want.sort();
+        assert_eq!(found, want, "{dir}");
+    }
 }
