@@ -116,15 +116,67 @@ pub struct LabelSelector {
     pub requirements: Vec<Requirement>,
 }
 
+/// Whether `s` is 1 to 63 alphanumerics, `-`, `_` or `.`, starting and ending alphanumeric.
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Whether `s` is a DNS-1123 subdomain (lowercase, at most 253 characters).
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
+/// The API server's rules for a label key (an optional DNS-subdomain prefix and `/`,
+/// then a name part) and for label values (empty, or a name part).
+fn check_label(key: &str, values: &[String]) -> Result<(), SelectorError> {
+    let err = |reason: String| SelectorError { key: key.to_string(), reason };
+    let name = match key.split_once('/') {
+        Some((prefix, name)) => {
+            if !is_dns_subdomain(prefix) {
+                return Err(err(format!("prefix {prefix:?} is not a DNS-1123 subdomain")));
+            }
+            name
+        }
+        None => key,
+    };
+    if !is_name_part(name) {
+        return Err(err(
+            "name part must be 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into()
+        ));
+    }
+    if let Some(v) = values.iter().find(|v| !v.is_empty() && !is_name_part(v)) {
+        return Err(err(format!(
+            "value {v:?} must be at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+        )));
+    }
+    Ok(())
+}
+
 impl LabelSelector {
-    /// Parses an API selector.
+    /// Parses an API selector. Keys and values must follow the API server's label rules.
     pub fn parse(sel: &meta::LabelSelector) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         for (k, v) in sel.match_labels.iter().flatten() {
-            requirements.push(Requirement::new(k, "In", std::slice::from_ref(v), false)?);
+            let values = std::slice::from_ref(v);
+            check_label(k, values)?;
+            requirements.push(Requirement::new(k, "In", values, false)?);
         }
         for e in sel.match_expressions.iter().flatten() {
-            requirements.push(Requirement::new(&e.key, &e.operator, e.values.as_deref().unwrap_or(&[]), false)?);
+            let values = e.values.as_deref().unwrap_or(&[]);
+            check_label(&e.key, values)?;
+            requirements.push(Requirement::new(&e.key, &e.operator, values, false)?);
         }
         Ok(LabelSelector { requirements })
     }
@@ -206,7 +258,9 @@ impl NodeSelector {
 pub fn parse_term(term: &core::NodeSelectorTerm) -> Result<NodeSelectorTerm, SelectorError> {
     let mut expressions = Vec::new();
     for e in term.match_expressions.iter().flatten() {
-        expressions.push(Requirement::new(&e.key, &e.operator, e.values.as_deref().unwrap_or(&[]), true)?);
+        let values = e.values.as_deref().unwrap_or(&[]);
+        check_label(&e.key, values)?;
+        expressions.push(Requirement::new(&e.key, &e.operator, values, true)?);
     }
     let mut fields = Vec::new();
     for e in term.match_fields.iter().flatten() {
@@ -332,5 +386,44 @@ mod tests {
         let sel = NodeSelector::parse(&core::NodeSelector { node_selector_terms: vec![bad, good] });
         assert_eq!(sel.errors.len(), 1);
         assert!(sel.matches("n", &labels(&[("zone", "x")])));
+    }
+
+    #[test]
+    fn invalid_label_keys_and_values_are_refused_and_such_node_terms_match_nothing() {
+        let bad_keys = ["", "-a", "a-", "a b", "Example.com/x", "a/b/c", &"k".repeat(64), "/x"];
+        for key in bad_keys {
+            let sel = meta::LabelSelector {
+                match_labels: Some([(key.to_string(), "v".to_string())].into_iter().collect()),
+                ..Default::default()
+            };
+            assert!(LabelSelector::parse(&sel).is_err(), "{key:?}");
+        }
+        for value in ["-v", "v v", &"v".repeat(64)] {
+            let sel = meta::LabelSelector {
+                match_labels: Some([("app".to_string(), value.to_string())].into_iter().collect()),
+                ..Default::default()
+            };
+            assert!(LabelSelector::parse(&sel).is_err(), "{value:?}");
+        }
+        for key in ["app", "example.com/app", "kubernetes.io/hostname", "a.b_c-d"] {
+            let sel = meta::LabelSelector {
+                match_labels: Some([(key.to_string(), String::new())].into_iter().collect()),
+                ..Default::default()
+            };
+            assert!(LabelSelector::parse(&sel).is_ok(), "{key:?}");
+        }
+        // A node-affinity term with an invalid key matches nothing; the valid term still works.
+        let term = |key: &str| core::NodeSelectorTerm {
+            match_expressions: Some(vec![core::NodeSelectorRequirement {
+                key: key.into(),
+                operator: "Exists".into(),
+                values: None,
+            }]),
+            match_fields: None,
+        };
+        let sel = NodeSelector::parse(&core::NodeSelector { node_selector_terms: vec![term("bad key"), term("zone")] });
+        assert_eq!((sel.terms.len(), sel.errors.len()), (1, 1));
+        assert!(!sel.matches("n", &labels(&[("bad key", "x")])));
+        assert!(sel.matches("n", &labels(&[("zone", "a")])));
     }
 }
