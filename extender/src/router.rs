@@ -49,6 +49,45 @@ fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, 
     Ok(args)
 }
 
+/// Bytes of body per node a request may carry at least: a node that names itself takes
+/// about 25 bytes, one kube-scheduler sends several hundred. A body packed with more,
+/// emptier items is refused before the items are built, so memory stays proportional to
+/// the body.
+pub const MIN_BYTES_PER_NODE: usize = 24;
+
+/// The shape of a filter or prioritize body, counted without building anything.
+#[derive(serde::Deserialize)]
+struct Counted {
+    #[serde(rename = "Nodes", default)]
+    nodes: Option<CountedList>,
+    #[serde(rename = "NodeNames", default)]
+    node_names: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+#[derive(serde::Deserialize)]
+struct CountedList {
+    #[serde(default)]
+    items: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+/// Refuses a body with more nodes than its size allows (see [`MIN_BYTES_PER_NODE`]).
+/// Bodies that do not even have the shape are left to the decoder to describe.
+fn check_node_count(body: &Result<Bytes, BytesRejection>) -> Result<(), ApiError> {
+    let Ok(bytes) = body else { return Ok(()) };
+    let Ok(counted) = serde_json::from_slice::<Counted>(bytes) else { return Ok(()) };
+    let items = counted.nodes.and_then(|l| l.items).map_or(0, |v| v.len());
+    let names = counted.node_names.map_or(0, |v| v.len());
+    let allowed = (bytes.len() / MIN_BYTES_PER_NODE).max(16);
+    let sent = items.max(names);
+    if sent > allowed {
+        return Err(ApiError::bad_request(format!(
+            "{sent} nodes in a {}-byte body: at most {allowed} (one per {MIN_BYTES_PER_NODE} bytes)",
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Parses the body, runs `f` on a blocking thread (the plugins use rayon), records metrics.
 async fn serve<A, R>(
     ext: Arc<Extender>,
@@ -61,7 +100,8 @@ where
     R: Serialize + Send + 'static,
 {
     let started = Instant::now();
-    let response = match parse::<A>(body) {
+    let checked = if matches!(verb, "filter" | "prioritize") { check_node_count(&body) } else { Ok(()) };
+    let response = match checked.and_then(|()| parse::<A>(body)) {
         Err(e) => error_response(e),
         Ok(args) => {
             let ext2 = ext.clone();
@@ -178,6 +218,14 @@ pub fn router_with_timeout(ext: Arc<Extender>, body_limit: usize, request_timeou
 /// Answers 413 from the `Content-Length` header alone, before any of the body is read
 /// (so a client that sent `Expect: 100-continue` is never told to continue).
 async fn refuse_oversize(req: axum::extract::Request, next: axum::middleware::Next, limit: usize) -> Response {
+    if let Some(enc) = req.headers().get(axum::http::header::CONTENT_ENCODING)
+        && !enc.as_bytes().eq_ignore_ascii_case(b"identity")
+    {
+        return error_response(ApiError {
+            status: 415,
+            message: format!("Content-Encoding {:?} is not supported: send the body uncompressed", enc),
+        });
+    }
     let declared = req
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)

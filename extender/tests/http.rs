@@ -248,6 +248,13 @@ async fn bad_requests_get_clear_json_errors() {
     let (s, r) = post(stateless(), "/filter", negative).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(r["Error"].as_str().unwrap().contains("must be greater than or equal to 0"), "{r}");
+    // Compressed bodies are refused rather than misread.
+    let req = Request::post("/filter")
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(Body::from("\u{1f}\u{8b}"))
+        .unwrap();
+    assert_eq!(stateless().oneshot(req).await.unwrap().status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     // A declared length over the limit is refused before the body is read: a body that
     // never arrives does not hold the answer up.
     let (tx, rx) = futures::channel::mpsc::unbounded::<Result<axum::body::Bytes, std::io::Error>>();
