@@ -38,8 +38,15 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             if !was_synced {
                 info!(count = budgets.len(), "pod disruption budgets synced");
             }
-            shared.lock().engine.cache.set_budgets(budgets);
+            let mut st = shared.lock();
+            st.engine.cache.set_budgets(budgets);
+            if !was_synced {
+                st.synced_budgets = true;
+                st.announce_sync();
+            }
+            drop(st);
             was_synced = true;
+            shared.wake();
         }
     }
 }

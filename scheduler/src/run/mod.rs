@@ -97,16 +97,22 @@ pub struct State {
     pub synced_namespaces: bool,
     /// Services, ReplicationControllers, ReplicaSets and StatefulSets listed at least once.
     pub synced_workloads: bool,
+    /// PodDisruptionBudgets listed at least once (preemption must see them).
+    pub synced_budgets: bool,
     /// When the process started (for start-up timings in the logs).
     pub started: Instant,
     announced: bool,
 }
 
 impl State {
+    /// Whether every cache has been listed at least once.
+    pub fn all_synced(&self) -> bool {
+        self.synced_nodes && self.synced_pods && self.synced_namespaces && self.synced_workloads && self.synced_budgets
+    }
+
     /// Logs, once, that every cache has synced, with counts and the time since start.
     pub fn announce_sync(&mut self) {
-        if self.announced || !(self.synced_nodes && self.synced_pods && self.synced_namespaces && self.synced_workloads)
-        {
+        if self.announced || !self.all_synced() {
             return;
         }
         self.announced = true;
@@ -159,6 +165,7 @@ impl Shared {
                 synced_pods: false,
                 synced_namespaces: false,
                 synced_workloads: false,
+                synced_budgets: false,
                 started: Instant::now(),
                 announced: false,
             }),
@@ -204,8 +211,7 @@ impl Shared {
 
     /// Whether every cache has synced.
     pub fn ready(&self) -> bool {
-        let s = self.lock();
-        s.synced_nodes && s.synced_pods && s.synced_namespaces && s.synced_workloads
+        self.lock().all_synced()
     }
 }
 
@@ -493,12 +499,7 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
 
 impl Shared {
     fn may_schedule_locked(&self, st: &State) -> bool {
-        self.leader.load(Ordering::SeqCst)
-            && !self.stopping.load(Ordering::SeqCst)
-            && st.synced_nodes
-            && st.synced_pods
-            && st.synced_namespaces
-            && st.synced_workloads
+        self.leader.load(Ordering::SeqCst) && !self.stopping.load(Ordering::SeqCst) && st.all_synced()
     }
 }
 
@@ -548,6 +549,7 @@ mod tests {
             st.synced_pods = true;
             st.synced_namespaces = true;
             st.synced_workloads = true;
+            st.synced_budgets = true;
             let node = NodeInfo::from_node(&NodeBuilder::new("a").build()).unwrap();
             st.engine.cache.upsert_node(node);
             let pod = PodBuilder::new("slow").scheduler("custom-scheduler").build();
