@@ -439,6 +439,28 @@ mod tests {
     }
 
     #[test]
+    fn default_preemption_can_be_tuned_and_disabled() {
+        use crate::preemption::PreemptionArgs;
+        assert_eq!(default_profile("s").preemption, Some(PreemptionArgs::default()));
+        let c = cfg(serde_json::json!({"profiles": [{"pluginConfig": [{"name": "DefaultPreemption",
+            "args": {"minCandidateNodesPercentage": 40, "minCandidateNodesAbsolute": 2}}]}]}));
+        let p = c.build_profiles().unwrap().remove(0);
+        let want = PreemptionArgs { min_candidate_nodes_percentage: 40, min_candidate_nodes_absolute: 2 };
+        assert_eq!(p.preemption, Some(want));
+        for plugins in [
+            serde_json::json!({"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}),
+            serde_json::json!({"multiPoint": {"disabled": [{"name": "*"}]}}),
+        ] {
+            let c = cfg(serde_json::json!({"profiles": [{"plugins": plugins}]}));
+            assert_eq!(c.build_profiles().unwrap().remove(0).preemption, None, "{plugins}");
+        }
+        let c = cfg(serde_json::json!({"profiles": [{"pluginConfig": [{"name": "DefaultPreemption",
+            "args": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}}]}]}));
+        let err = c.build_profiles().unwrap_err().to_string();
+        assert!(err.contains("cannot be zero at the same time"), "{err}");
+    }
+
+    #[test]
     fn star_disables_every_default() {
         let c = cfg(
             serde_json::json!({"profiles": [{"plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "ImageLocality"}]}}}]}),
