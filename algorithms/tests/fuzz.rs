@@ -2,7 +2,7 @@
 //! node selectors, pods and nodes built from arbitrary JSON. The properties: no panic,
 //! and what is accepted behaves (quantities never negative where refused, parsing twice
 //! agrees). CI runs the default number of cases; `FUZZ_CASES=1000000 cargo test -p
-//! custom-scheduler-algorithms --release --test fuzz` runs a long session.
+//! custom-scheduler-algorithms --release --test fuzz` runs a long run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use algorithms::labels::{LabelSelector, NodeSelector};

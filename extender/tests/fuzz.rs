@@ -2,7 +2,7 @@
 //! requests with random byte edits, and arbitrary bytes, sent to every verb. The
 //! properties: the answer is never a 5xx, and every non-2xx answer is a JSON `Error`.
 //! `FUZZ_CASES=100000 cargo test -p custom-scheduler-extender --release --test fuzz` runs
-//! a long session.
+//! a long run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
