@@ -33,10 +33,8 @@ pub enum Outcome {
     Unschedulable {
         /// kube-scheduler's FailedScheduling message.
         message: String,
-        /// What preemption decided to evict for the pod, if anything.
-        preempted: Option<Preempted>,
-        /// The pod's nomination was cleared (preemption found no candidate).
-        nomination_cleared: bool,
+        /// What became of the pod's nomination.
+        nomination: Nomination,
     },
     /// An internal error; retried after backoff.
     Error {
@@ -45,6 +43,17 @@ pub enum Outcome {
     },
     /// The pod was deleted while it was being scheduled; nothing to do.
     Gone,
+}
+
+/// What an unschedulable cycle did to the pod's `status.nominatedNodeName`.
+#[derive(Debug, Clone)]
+pub enum Nomination {
+    /// Left as it is.
+    Unchanged,
+    /// Set by a preemption whose victims the caller evicts.
+    Preempted(Preempted),
+    /// Cleared: preemption found no candidate for a pod that had a nomination.
+    Cleared,
 }
 
 /// Victims chosen for a pod that fits nowhere: the caller evicts them; the pod is
@@ -273,10 +282,9 @@ impl Cycler {
                 let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();
                 plugins.sort_unstable();
                 plugins.dedup();
-                let (message, preempted, nomination_cleared) =
-                    after_preemption(engine, &pod, &ev, preemption, &self.snapshot);
+                let (message, nomination) = after_preemption(engine, &pod, &ev, preemption, &self.snapshot);
                 engine.park(&key, plugins, now);
-                Outcome::Unschedulable { message, preempted, nomination_cleared }
+                Outcome::Unschedulable { message, nomination }
             }
         };
         Cycle { queued, profile: profile_name, outcome, duration: started.elapsed() }
@@ -294,19 +302,19 @@ impl Cycler {
     }
 }
 
-/// Applies PostFilter's result to the nominator: the message, the victims to evict and
-/// whether the pod's nomination was cleared.
+/// Applies PostFilter's result to the nominator: the message and what became of the
+/// pod's nomination.
 fn after_preemption(
     engine: &mut Engine,
     pod: &Arc<PodInfo>,
     ev: &Evaluation,
     preemption: Option<Preemption>,
     snapshot: &Snapshot,
-) -> (String, Option<Preempted>, bool) {
+) -> (String, Nomination) {
     let key = pod.key();
     let first = ev.failure_message().unwrap_or_default();
     match preemption {
-        None => (first, None, false),
+        None => (first, Nomination::Unchanged),
         Some(Preemption::Nominate(c)) => {
             let node = snapshot.nodes[c.node].name.clone();
             let cleared = engine.cache.nominator.lower_on(&node, pod.priority);
@@ -314,13 +322,13 @@ fn after_preemption(
                 engine.cache.nominator.remove(k);
             }
             engine.cache.nominator.nominate(pod.clone(), &node);
-            (first, Some(Preempted { node, victims: c.victims, cleared }), false)
+            (first, Nomination::Preempted(Preempted { node, victims: c.victims, cleared }))
         }
         Some(p) => {
             let message = algorithms::preemption::failure_message(ev, &p).unwrap_or(first);
             let clear = matches!(p, Preemption::Unschedulable { clear: true, .. });
             let had = clear && (engine.cache.nominator.remove(&key).is_some() || pod.nominated_node.is_some());
-            (message, None, had)
+            (message, if had { Nomination::Cleared } else { Nomination::Unchanged })
         }
     }
 }

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cluster::ParsedCluster;
-use crate::engine::{Cycler, Engine, Outcome, Preempted};
+use crate::engine::{Cycler, Engine, Nomination, Outcome, Preempted};
 
 /// Options of a simulation run.
 #[derive(Debug, Clone, Default)]
@@ -229,23 +229,19 @@ fn drain(
         };
         out.latencies.push(cycle.duration);
         let key = cycle.queued.pod.key();
-        match cycle.outcome {
+        let failure = match cycle.outcome {
             Outcome::Scheduled { node } => {
                 engine.cache.confirm(&key);
                 out.failures.remove(&key);
-                out.placements.insert(key, node);
+                out.placements.insert(key.clone(), node);
                 if let Some(b) = bar {
                     b.inc(1);
                 }
+                None
             }
-            Outcome::Gone => {}
-            Outcome::Unschedulable { message, preempted, .. } => {
-                if cycle.queued.attempts == 1
-                    && let Some(b) = bar
-                {
-                    b.inc(1);
-                }
-                if let Some(p) = preempted {
+            Outcome::Gone => None,
+            Outcome::Unschedulable { message, nomination } => {
+                if let Nomination::Preempted(p) = nomination {
                     evict(engine, &p, *clock, &mut out);
                     out.preemptions.push(PreemptionRecord {
                         preemptor: key.clone(),
@@ -253,16 +249,17 @@ fn drain(
                         victims: p.victims.iter().map(|v| v.key()).collect(),
                     });
                 }
-                out.failures.insert(key, message);
+                Some(message)
             }
-            Outcome::Error { message } => {
-                if cycle.queued.attempts == 1
-                    && let Some(b) = bar
-                {
-                    b.inc(1);
-                }
-                out.failures.insert(key, message);
+            Outcome::Error { message } => Some(message),
+        };
+        if let Some(message) = failure {
+            if cycle.queued.attempts == 1
+                && let Some(b) = bar
+            {
+                b.inc(1);
             }
+            out.failures.insert(key, message);
         }
     }
     out

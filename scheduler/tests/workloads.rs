@@ -8,7 +8,9 @@ use bench::workloads::{WORKLOADS, workload};
 use scheduler::cluster::{ClusterObjects, parse_cluster};
 use scheduler::simulate::{SimulateOptions, SimulationReport, run_phased};
 
-fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
+/// A workload at 120 nodes and 300 measured pods: the parsed cluster (measured pods
+/// pending) and the initial pods.
+fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
     let w = workload(name, Some(120), Some(300)).unwrap();
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
@@ -19,6 +21,11 @@ fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
+    (parsed, init)
+}
+
+fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
+    let (parsed, init) = prepared(name);
     let opts = SimulateOptions { seed, progress: false, no_equivalence_cache: no_cache };
     run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
 }
@@ -41,17 +48,8 @@ fn every_workload_places_the_same_pods_with_and_without_the_cache() {
 fn churned(no_cache: bool) -> SimulationReport {
     use bench::workloads::churn_step;
     use scheduler::simulate::{Churn, ChurnStep, run_churned};
-    let w = workload("SchedulingChurn", Some(120), Some(300)).unwrap();
-    let init_count = w.init_pods.len();
-    let objects = ClusterObjects {
-        nodes: w.cluster.nodes,
-        pods: w.measured_pods,
-        namespaces: w.cluster.namespaces,
-        workloads: Default::default(),
-        budgets: Default::default(),
-    };
-    let parsed = parse_cluster(&objects, "churn").unwrap();
-    let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
+    let (parsed, init) = prepared("SchedulingChurn");
+    let init_count = init.len();
     let churn = Churn {
         per_second: 1e12,
         step: Box::new(move |k| {

@@ -218,6 +218,20 @@ pub(crate) fn first_pass(
     Status::success()
 }
 
+/// Which node indexes have pods nominated to them; `None` when no pod is nominated.
+pub(crate) fn nominated_mask(snapshot: &Snapshot) -> Option<Vec<bool>> {
+    if snapshot.nominated.is_empty() {
+        return None;
+    }
+    let mut mask = vec![false; snapshot.nodes.len()];
+    for name in snapshot.nominated.keys() {
+        if let Some(&i) = snapshot.index.get(name) {
+            mask[i] = true;
+        }
+    }
+    Some(mask)
+}
+
 /// The node with the pods nominated to it that `pod` must leave room for, if any.
 pub(crate) fn with_nominated(pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> Option<NodeInfo> {
     if snapshot.nominated.is_empty() {
@@ -365,12 +379,18 @@ fn filter_from(
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
     let Some((states, allowed)) = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at) else { return ev };
 
+    // Nodes with nominated pods, looked up by name once per attempt rather than per node.
+    let nominated = nominated_mask(snapshot);
     let check = |i: usize| -> Status {
         let node = &snapshot.nodes[i];
         if let Some(st) = outside_allowed(&allowed, node) {
             return st;
         }
-        filter_with_nominated(&profile.filters, &states, pod, node, i, snapshot)
+        if nominated.as_ref().is_some_and(|m| m[i]) {
+            filter_with_nominated(&profile.filters, &states, pod, node, i, snapshot)
+        } else {
+            run_filters(&profile.filters, &states, pod, node, i)
+        }
     };
     let mut from = 0;
     while from < n && ev.feasible.len() < limit {

@@ -42,17 +42,7 @@ impl Reporter {
 
     /// `Scheduled`: "Successfully assigned ns/name to node".
     pub async fn scheduled(&self, pod: &PodInfo, node: &str) {
-        self.shared.limiter.until_ready().await;
-        let ev = Event {
-            type_: EventType::Normal,
-            reason: "Scheduled".into(),
-            note: Some(format!("Successfully assigned {} to {node}", pod.key())),
-            action: "Binding".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &reference(pod)).await {
-            debug!(pod = %pod.key(), error = %e, "failed to record Scheduled event");
-        }
+        self.publish(pod, "Scheduled", "Binding", format!("Successfully assigned {} to {node}", pod.key()), None).await;
     }
 
     /// A `Normal` event about `pod`.

@@ -113,12 +113,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                         guard.delete_node(&gone, now);
                     }
                     if !guard.synced_nodes {
-                        info!(
-                            kind = "nodes",
-                            count = known_nodes.current.len(),
-                            ms = guard.started.elapsed().as_millis() as u64,
-                            "listed"
-                        );
+                        log_listed("nodes", known_nodes.current.len(), guard.started);
                     }
                     guard.synced_nodes = true;
                     guard.announce_sync();
@@ -140,12 +135,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                         guard.delete_pod(&gone, now);
                     }
                     if !guard.synced_pods {
-                        info!(
-                            kind = "pods",
-                            count = known_pods.current.len(),
-                            ms = guard.started.elapsed().as_millis() as u64,
-                            "listed"
-                        );
+                        log_listed("pods", known_pods.current.len(), guard.started);
                     }
                     guard.synced_pods = true;
                     guard.announce_sync();
@@ -168,12 +158,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                         guard.engine.cache.remove_namespace(&gone);
                     }
                     if !guard.synced_namespaces {
-                        info!(
-                            kind = "namespaces",
-                            count = known_ns.current.len(),
-                            ms = guard.started.elapsed().as_millis() as u64,
-                            "listed"
-                        );
+                        log_listed("namespaces", known_ns.current.len(), guard.started);
                     }
                     guard.synced_namespaces = true;
                     guard.announce_sync();
@@ -183,6 +168,11 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         drop(guard);
         shared.wake();
     }
+}
+
+/// Logs the first complete list of a kind, with its count and the time since start.
+fn log_listed(kind: &str, count: usize, started: Instant) {
+    info!(kind, count, ms = started.elapsed().as_millis() as u64, "listed");
 }
 
 impl super::State {

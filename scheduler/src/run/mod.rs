@@ -41,7 +41,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tracing::{debug, error, info, info_span, warn};
 
 use crate::config_file;
-use crate::engine::{Cycler, Engine, Outcome, Preempted};
+use crate::engine::{Cycler, Engine, Nomination, Outcome};
 use binder::BindRequest;
 
 /// What can stop `run` from starting.
@@ -217,7 +217,7 @@ impl Shared {
 
 enum Work {
     Bind(BindRequest),
-    Unschedulable(Arc<PodInfo>, String, Option<Preempted>, bool),
+    Unschedulable(Arc<PodInfo>, String, Nomination),
 }
 
 /// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
@@ -341,16 +341,16 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             drop(permit);
                         });
                     }
-                    Work::Unschedulable(pod, message, preempted, cleared) => {
+                    Work::Unschedulable(pod, message, nomination) => {
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
                         tokio::spawn(async move {
-                            let nominated = match (&preempted, cleared) {
-                                (Some(p), _) => Some(Some(p.node.as_str())),
-                                (None, true) => Some(None),
-                                (None, false) => None,
+                            let nominated = match &nomination {
+                                Nomination::Preempted(p) => Some(Some(p.node.as_str())),
+                                Nomination::Cleared => Some(None),
+                                Nomination::Unchanged => None,
                             };
                             r.unschedulable(&pod, &message, nominated).await;
-                            if let Some(p) = preempted
+                            if let Nomination::Preempted(p) = nomination
                                 && preempt::evict(c, s.clone(), r, pod.clone(), p).await > 0
                             {
                                 // Retry the pod soon, as kube-scheduler activates it.
@@ -479,11 +479,11 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                     return;
                 }
             }
-            Outcome::Unschedulable { message, preempted, nomination_cleared } => {
+            Outcome::Unschedulable { message, nomination } => {
                 debug!(pod = %pod.key(), %message, "unschedulable");
                 shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
                 shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
-                if work.send(Work::Unschedulable(pod, message, preempted, nomination_cleared)).is_err() {
+                if work.send(Work::Unschedulable(pod, message, nomination)).is_err() {
                     return;
                 }
             }
