@@ -4,6 +4,7 @@
 
 pub mod devices;
 pub mod handlers;
+pub mod memory;
 pub mod metrics;
 pub mod router;
 pub mod types;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use algorithms::{Profile, Snapshot};
 use futures::future::BoxFuture;
 
-pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, router, router_with_timeout};
+pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, Limits, router, router_with_limits};
 
 /// The cluster as the extender sees it when it has API access.
 pub trait ClusterView: Send + Sync {
@@ -38,11 +39,18 @@ pub struct Extender {
     pub managed: Vec<String>,
     /// Request metrics.
     pub metrics: metrics::Metrics,
+    /// Nodes one filter or prioritize request may carry; more get `400`.
+    pub max_nodes: usize,
 }
+
+/// Default bound on the nodes of one filter or prioritize request: four times the 5,000
+/// nodes Kubernetes supports in one cluster. It bounds a request's memory whatever the
+/// body limit.
+pub const DEFAULT_MAX_NODES: usize = 20_000;
 
 impl Extender {
     /// An extender with these plugins, optional cluster access and managed resources.
     pub fn new(profile: Profile, cluster: Option<Arc<dyn ClusterView>>, managed: Vec<String>) -> Self {
-        Extender { profile, cluster, managed, metrics: metrics::Metrics::default() }
+        Extender { profile, cluster, managed, metrics: metrics::Metrics::default(), max_nodes: DEFAULT_MAX_NODES }
     }
 }

@@ -70,9 +70,10 @@ struct CountedList {
     items: Option<Vec<serde::de::IgnoredAny>>,
 }
 
-/// Refuses a body with more nodes than its size allows (see [`MIN_BYTES_PER_NODE`]).
-/// Bodies that do not even have the shape are left to the decoder to describe.
-fn check_node_count(body: &Result<Bytes, BytesRejection>) -> Result<(), ApiError> {
+/// Refuses a body with more nodes than its size allows (see [`MIN_BYTES_PER_NODE`]) or
+/// than `max_nodes`. Bodies that do not even have the shape are left to the decoder to
+/// describe.
+fn check_node_count(body: &Result<Bytes, BytesRejection>, max_nodes: usize) -> Result<(), ApiError> {
     let Ok(bytes) = body else { return Ok(()) };
     let Ok(counted) = serde_json::from_slice::<Counted>(bytes) else { return Ok(()) };
     let items = counted.nodes.and_then(|l| l.items).map_or(0, |v| v.len());
@@ -83,6 +84,11 @@ fn check_node_count(body: &Result<Bytes, BytesRejection>) -> Result<(), ApiError
         return Err(ApiError::bad_request(format!(
             "{sent} nodes in a {}-byte body: at most {allowed} (one per {MIN_BYTES_PER_NODE} bytes)",
             bytes.len()
+        )));
+    }
+    if sent > max_nodes {
+        return Err(ApiError::bad_request(format!(
+            "{sent} nodes in one request: at most {max_nodes} (the extender's --max-nodes)"
         )));
     }
     Ok(())
@@ -100,7 +106,8 @@ where
     R: Serialize + Send + 'static,
 {
     let started = Instant::now();
-    let checked = if matches!(verb, "filter" | "prioritize") { check_node_count(&body) } else { Ok(()) };
+    let large = body.as_ref().is_ok_and(|b| b.len() >= crate::memory::RELEASE_AFTER_BYTES);
+    let checked = if matches!(verb, "filter" | "prioritize") { check_node_count(&body, ext.max_nodes) } else { Ok(()) };
     let response = match checked.and_then(|()| parse::<A>(body)) {
         Err(e) => error_response(e),
         Ok(args) => {
@@ -120,6 +127,10 @@ where
         tracing::warn!(verb, code, "extender request rejected");
     }
     ext.metrics.observe(verb, code, started.elapsed().as_secs_f64());
+    if large {
+        // What decoding and answering freed goes back once the answer is on its way.
+        tokio::task::spawn_blocking(crate::memory::release_free_memory);
+    }
     response
 }
 
@@ -185,15 +196,31 @@ fn verbs() -> Router<Arc<Extender>> {
 /// Default bound on the time to receive a request's body and answer it.
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// What one request may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest body in bytes; larger ones get `413`.
+    pub body_bytes: usize,
+    /// Time from the request's headers to its answer; past it `408`.
+    pub request_timeout: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { body_bytes: DEFAULT_BODY_LIMIT, request_timeout: DEFAULT_REQUEST_TIMEOUT }
+    }
+}
+
 /// The extender's routes. Verbs are served at the root and under `/scheduler`
 /// (a common `urlPrefix`).
 pub fn router(ext: Arc<Extender>, body_limit: usize) -> Router {
-    router_with_timeout(ext, body_limit, DEFAULT_REQUEST_TIMEOUT)
+    router_with_limits(ext, Limits { body_bytes: body_limit, ..Limits::default() })
 }
 
-/// [`router`] with a bound on the time from the request's headers to the answer (body
-/// read included): a client that stops sending gets `408` and its connection is freed.
-pub fn router_with_timeout(ext: Arc<Extender>, body_limit: usize, request_timeout: std::time::Duration) -> Router {
+/// [`router`] with every limit given. A client that stops sending its body gets `408`
+/// after the request timeout and its connection is freed.
+pub fn router_with_limits(ext: Arc<Extender>, limits: Limits) -> Router {
+    let Limits { body_bytes: body_limit, request_timeout } = limits;
     Router::new()
         .merge(verbs())
         .nest("/scheduler", verbs())

@@ -20,6 +20,7 @@ use tracing::info;
 
 use crate::config_file;
 use crate::engine::Engine;
+use crate::listener::{LimitedAddr, LimitedListener};
 use crate::run::binder::{BindOutcome, bind};
 use crate::run::{RunError, Shared, informer, make_client, workloads};
 
@@ -45,6 +46,10 @@ pub struct ExtenderOptions {
     pub header_timeout: std::time::Duration,
     /// A request's body must arrive and be answered within this time, else `408`.
     pub request_timeout: std::time::Duration,
+    /// Connections held open at once; further clients wait to be accepted.
+    pub max_connections: usize,
+    /// Nodes one filter or prioritize request may carry.
+    pub max_nodes: usize,
 }
 
 /// Why the extender could not start.
@@ -180,29 +185,35 @@ pub async fn serve(
         None
     };
     info!(listen = %opts.listen, cluster_access = cluster.is_some(), managed = ?managed, "serving the extender");
-    let ext = Arc::new(Extender::new(profile, cluster, managed));
-    let app = extender::router_with_timeout(ext, opts.max_body_bytes, opts.request_timeout);
+    let mut ext = Extender::new(profile, cluster, managed);
+    ext.max_nodes = opts.max_nodes;
+    let limits = extender::Limits { body_bytes: opts.max_body_bytes, request_timeout: opts.request_timeout };
+    let app = extender::router_with_limits(Arc::new(ext), limits);
     let handle = axum_server::Handle::new();
     let h = handle.clone();
     tokio::spawn(async move {
         shutdown.await;
         h.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
     });
+    let listener = LimitedListener::bind(opts.listen, opts.max_connections)
+        .await
+        .map_err(|e| ExtenderError::Serve(format!("failed to listen on {}: {e}", opts.listen)))?;
+    let mut server = axum_server::Server::<LimitedAddr>::from_listener(listener)
+        .first_request_timeout(opts.header_timeout)
+        .handle(handle);
+    // The header timeout also bounds how long a kept-alive connection may sit idle
+    // between requests.
+    server.http_builder().http1().header_read_timeout(opts.header_timeout);
     let result = match &opts.tls {
         Some((cert, key)) => {
             let _ = rustls::crypto::ring::default_provider().install_default();
             let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
                 .await
                 .map_err(|e| ExtenderError::Tls(e.to_string()))?;
-            let mut server = axum_server::bind_rustls(opts.listen, tls).first_request_timeout(opts.header_timeout);
-            server.http_builder().http1().header_read_timeout(opts.header_timeout);
-            server.handle(handle).serve(app.into_make_service()).await
+            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls).handshake_timeout(opts.header_timeout);
+            server.acceptor(acceptor).serve(app.into_make_service()).await
         }
-        None => {
-            let mut server = axum_server::bind(opts.listen).first_request_timeout(opts.header_timeout);
-            server.http_builder().http1().header_read_timeout(opts.header_timeout);
-            server.handle(handle).serve(app.into_make_service()).await
-        }
+        None => server.serve(app.into_make_service()).await,
     };
     result.map_err(|e| ExtenderError::Serve(e.to_string()))
 }

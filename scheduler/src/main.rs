@@ -90,6 +90,12 @@ enum Command {
         /// A request's body must arrive and be answered within this time, else 408.
         #[arg(long, default_value = "60s", value_parser = parse_interval)]
         request_timeout: std::time::Duration,
+        /// Connections held open at once; further clients wait to be accepted.
+        #[arg(long, default_value_t = scheduler::listener::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
+        /// Nodes one filter or prioritize request may carry; more get 400.
+        #[arg(long, default_value_t = extender::DEFAULT_MAX_NODES)]
+        max_nodes: usize,
     },
     /// Schedule every pending pod of a snapshot (or the built-in demo) in memory.
     Simulate {
@@ -233,6 +239,8 @@ fn dispatch(cmd: Command) -> Result<()> {
             max_body_bytes,
             header_timeout,
             request_timeout,
+            max_connections,
+            max_nodes,
         } => {
             let opts = scheduler::extender_mode::ExtenderOptions {
                 listen,
@@ -244,6 +252,8 @@ fn dispatch(cmd: Command) -> Result<()> {
                 max_body_bytes,
                 header_timeout,
                 request_timeout,
+                max_connections,
+                max_nodes,
             };
             runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
             Ok(())

@@ -14,6 +14,10 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
+            // The Helm chart's templates are not YAML until rendered: tests/helm.rs.
+            if path.file_name().is_some_and(|n| n == "helm") {
+                continue;
+            }
             yaml_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(path);
@@ -138,11 +142,9 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
 /// with a line saying so, where kubectl is not installed).
 #[test]
 fn kustomizations_render_the_expected_objects() {
-    let Ok(version) = std::process::Command::new("kubectl").args(["version", "--client"]).output() else {
-        println!("kubectl is not installed: skipping the kustomize rendering check");
+    let Some(kubectl) = testing::tools::find("kubectl", "KUBECTL", "kustomizations_render_the_expected_objects") else {
         return;
     };
-    assert!(version.status.success());
     let cases: [(&str, &[&str]); 2] = [
         (
             "scheduler",
@@ -162,7 +164,7 @@ fn kustomizations_render_the_expected_objects() {
     ];
     for (dir, kinds) in cases {
         let out =
-            std::process::Command::new("kubectl").args(["kustomize", &format!("../deploy/{dir}")]).output().unwrap();
+            std::process::Command::new(&kubectl).args(["kustomize", &format!("../deploy/{dir}")]).output().unwrap();
         assert!(out.status.success(), "{dir}: {}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8(out.stdout).unwrap();
         let mut found = Vec::new();

@@ -58,6 +58,8 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
         max_body_bytes: 1 << 20,
         header_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
+        max_connections: 4,
+        max_nodes: 3,
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -90,6 +92,11 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
     let (_, body) = http(listen, "POST", "/filter", &filter(gpu_pod("three", "3"))).await;
     let r: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(r["FailedNodes"]["gpu"], "Insufficient example.com/gpu", "{r}");
+    // More nodes than --max-nodes (3 here) are refused, whatever the body size allows.
+    let four = json!({"Pod": gpu_pod("two", "2"), "NodeNames": ["cpu-1", "cpu-2", "gpu", "other"]}).to_string();
+    let (code, body) = http(listen, "POST", "/filter", &four).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("at most 3 (the extender's --max-nodes)"), "{body}");
 
     // The extender binds a 2-GPU pod; the next 1-GPU pod no longer fits, even before the watch confirms.
     api.apply(Kind::Pod, gpu_pod("two", "2"));
@@ -162,6 +169,32 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
     let _ = tokio::time::timeout(Duration::from_secs(5), slow_body.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    drop((slow_headers, slow_body));
+
+    // A kept-alive connection that goes idle after its request is closed after the
+    // header timeout.
+    let mut kept = tokio::net::TcpStream::connect(listen).await.unwrap();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut first = [0u8; 512];
+    let n = kept.read(&mut first).await.unwrap();
+    assert!(first[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&first[..n]));
+    let idle_from = tokio::time::Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(5), kept.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "an idle kept-alive connection was kept");
+    assert!(idle_from.elapsed() >= Duration::from_millis(900), "closed after {:?}", idle_from.elapsed());
+
+    // The connection limit (4 here): four silent clients hold every slot, so a fifth is
+    // accepted and answered only once the header timeout has closed one of them.
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(tokio::net::TcpStream::connect(listen).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let queued_from = tokio::time::Instant::now();
+    assert_eq!(http(listen, "GET", "/healthz", "").await.0, 200);
+    let queued = queued_from.elapsed();
+    assert!(queued >= Duration::from_millis(500), "answered after {queued:?} while every slot was taken");
+    drop(silent);
 
     let _ = tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(15), server).await;

@@ -12,6 +12,7 @@ pub mod control_plane;
 pub mod kube_scheduler;
 pub mod null_binder;
 pub mod process;
+pub mod tools;
 
 pub use assets::{ASSETS_VAR, Assets, assets_or_skip, in_ci};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, free_port};
