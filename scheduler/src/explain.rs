@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use algorithms::framework::{EvaluateOptions, evaluate};
 use algorithms::preemption::Preemption;
 use algorithms::{PodInfo, Profile, Snapshot};
+use anstyle::{AnsiColor, Color, Style};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Serialize;
@@ -134,11 +135,12 @@ fn short(plugin: &str) -> &str {
     }
 }
 
-fn table(rows: &[Vec<String>], right: &[bool]) -> String {
+/// Aligned lines of `rows`, columns `right` aligned right.
+fn table(rows: &[Vec<String>], right: &[bool]) -> Vec<String> {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> =
         (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
@@ -155,23 +157,51 @@ fn table(rows: &[Vec<String>], right: &[bool]) -> String {
                 line.push_str("  ");
             }
         }
-        out.push_str(line.trim_end());
-        out.push('\n');
+        out.push(line.trim_end().to_string());
     }
     out
 }
 
-/// The table a person reads: feasible nodes by total, then rejected nodes with reasons.
-pub fn render_table(r: &ExplainReport) -> String {
+/// Styles of the table's lines; all plain without colour.
+struct Paint {
+    color: bool,
+}
+
+impl Paint {
+    const HEADER: Style = Style::new().bold();
+    const SELECTED: Style = Style::new().bold().fg_color(Some(Color::Ansi(AnsiColor::Green)));
+    const FITS: Style = Style::new().fg_color(Some(Color::Ansi(AnsiColor::Green)));
+    const REJECTED: Style = Style::new().fg_color(Some(Color::Ansi(AnsiColor::Red)));
+    const UNRESOLVABLE: Style = Style::new().dimmed().fg_color(Some(Color::Ansi(AnsiColor::Red)));
+
+    /// `text` and a newline, in `style` when colour is on.
+    fn line(&self, out: &mut String, style: Style, text: &str) {
+        if self.color {
+            out.push_str(&format!("{style}{text}{style:#}\n"));
+        } else {
+            out.push_str(text);
+            out.push('\n');
+        }
+    }
+}
+
+/// The table a person reads: feasible nodes by total, then rejected nodes with reasons;
+/// coloured (selected and fitting nodes green, rejected ones red) when `color` is set.
+pub fn render_table(r: &ExplainReport, color: bool) -> String {
+    let paint = Paint { color };
     let mut out = String::new();
     let total_nodes = r.feasible_nodes.len() + r.failed_nodes.len();
     match &r.selected_node {
-        Some(n) => out.push_str(&format!(
-            "Pod {} would be scheduled to {n} ({} of {total_nodes} nodes fit).\n",
-            r.pod,
-            r.feasible_nodes.len()
-        )),
-        None => out.push_str(&format!("Pod {} fits no node.\n", r.pod)),
+        Some(n) => paint.line(
+            &mut out,
+            Paint::SELECTED,
+            &format!(
+                "Pod {} would be scheduled to {n} ({} of {total_nodes} nodes fit).",
+                r.pod,
+                r.feasible_nodes.len()
+            ),
+        ),
+        None => paint.line(&mut out, Paint::REJECTED.bold(), &format!("Pod {} fits no node.", r.pod)),
     }
     if let Some(m) = &r.message {
         out.push_str(m);
@@ -196,31 +226,106 @@ pub fn render_table(r: &ExplainReport) -> String {
         let mut rows = vec![header];
         let mut feasible: Vec<(&String, &NodeScores)> = r.scores.iter().collect();
         feasible.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(b.0)));
+        let mut styles = vec![Paint::HEADER];
         for (node, s) in feasible {
-            let mark = if Some(node) == r.selected_node.as_ref() { format!("{node} *") } else { node.clone() };
+            let selected = Some(node) == r.selected_node.as_ref();
+            let mark = if selected { format!("{node} *") } else { node.clone() };
             let mut row = vec![mark, s.total.to_string()];
             row.extend(r.weights.iter().map(|(p, _)| s.plugins.get(p).map(|v| v.to_string()).unwrap_or_default()));
             rows.push(row);
+            styles.push(if selected { Paint::SELECTED } else { Paint::FITS });
         }
         let right: Vec<bool> = (0..rows[0].len()).map(|c| c > 0).collect();
         out.push_str("\nFeasible nodes (* = selected; scores are 0-100 before weighting):\n");
-        out.push_str(&table(&rows, &right));
+        for (line, style) in table(&rows, &right).iter().zip(styles) {
+            paint.line(&mut out, style, line);
+        }
     }
     if !r.failed_nodes.is_empty() {
         let mut rows = vec![vec!["NODE".into(), "PLUGIN".into(), "REASON".into(), "DETAIL".into()]];
+        let mut styles = vec![Paint::HEADER];
         let mut failed: Vec<(&String, &FailedNode)> = r.failed_nodes.iter().collect();
         failed.sort_by(|a, b| a.1.plugin.cmp(&b.1.plugin).then(a.0.cmp(b.0)));
         for (node, f) in failed {
-            let code = if f.code == "UnschedulableAndUnresolvable" { " (unresolvable)" } else { "" };
+            let unresolvable = f.code == "UnschedulableAndUnresolvable";
+            let code = if unresolvable { " (unresolvable)" } else { "" };
             rows.push(vec![
                 node.clone(),
                 f.plugin.clone(),
                 format!("{}{code}", f.reasons.join(", ")),
                 f.detail.clone().unwrap_or_default(),
             ]);
+            styles.push(if unresolvable { Paint::UNRESOLVABLE } else { Paint::REJECTED });
         }
         out.push_str(&format!("\nRejected nodes ({}):\n", r.failed_nodes.len()));
-        out.push_str(&table(&rows, &[]));
+        for (line, style) in table(&rows, &[]).iter().zip(styles) {
+            paint.line(&mut out, style, line);
+        }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> ExplainReport {
+        let mut scores = BTreeMap::new();
+        scores
+            .insert("node-a".to_string(), NodeScores { plugins: [("NodeResourcesFit".into(), 80)].into(), total: 80 });
+        scores.insert("node-bb".to_string(), NodeScores { plugins: [("NodeResourcesFit".into(), 5)].into(), total: 5 });
+        let mut failed_nodes = BTreeMap::new();
+        failed_nodes.insert(
+            "node-c".to_string(),
+            FailedNode {
+                plugin: "NodeResourcesFit".into(),
+                code: "Unschedulable".into(),
+                reasons: vec!["Insufficient cpu".into()],
+                detail: None,
+            },
+        );
+        ExplainReport {
+            pod: "default/p".into(),
+            feasible_nodes: vec!["node-a".into(), "node-bb".into()],
+            failed_nodes,
+            scores,
+            selected_node: Some("node-a".into()),
+            message: None,
+            preemption: None,
+            weights: vec![("NodeResourcesFit".into(), 1)],
+        }
+    }
+
+    /// Removes ANSI escape sequences.
+    fn plain(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for d in chars.by_ref() {
+                    if d == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn colour_is_only_added_on_request_and_keeps_the_columns_aligned() {
+        let r = report();
+        let bare = render_table(&r, false);
+        assert!(!bare.contains('\u{1b}'), "{bare}");
+        let painted = render_table(&r, true);
+        assert!(painted.contains("\u{1b}[1m\u{1b}[32mPod default/p would be scheduled to node-a"), "{painted:?}");
+        assert!(painted.contains("\u{1b}[31mnode-c"), "{painted:?}");
+        assert_eq!(plain(&painted), bare);
+        // Totals line up at the right edge of their column.
+        let rows: Vec<&str> = bare.lines().filter(|l| l.starts_with("node-a") || l.starts_with("node-bb")).collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].find("80").map(|i| i + 2), rows[1].find(" 5").map(|i| i + 2));
+    }
 }

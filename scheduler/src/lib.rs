@@ -10,5 +10,6 @@ pub mod extender_mode;
 pub mod listener;
 pub mod nominator;
 pub mod queue;
+pub mod report;
 pub mod run;
 pub mod simulate;

@@ -132,6 +132,10 @@ enum Command {
         /// deleted, a pod created); default: the workload's own (SchedulingChurn: 20).
         #[arg(long, requires = "workload")]
         churn_per_second: Option<f64>,
+        /// Also write a self-contained HTML report (utilization heatmaps, pending pods by
+        /// reason, placements, the run's figures and configuration) to this file.
+        #[arg(long)]
+        report: Option<PathBuf>,
     },
     /// Explain why a pod fits or does not fit each node.
     Explain {
@@ -150,6 +154,9 @@ enum Command {
         /// Seed for tie-breaking between equal scores.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also write a self-contained HTML report of every node's verdict and scores.
+        #[arg(long)]
+        report: Option<PathBuf>,
     },
 }
 
@@ -269,18 +276,19 @@ fn dispatch(cmd: Command) -> Result<()> {
             seed,
             no_equivalence_cache,
             churn_per_second,
+            report,
         } => {
-            let sim = SimFlags { output, seed, no_equivalence_cache };
+            let sim = SimFlags { output, seed, no_equivalence_cache, report, config: config.clone() };
             match workload {
                 Some(name) => {
                     let churn = churn_per_second.or_else(|| bench::workloads::churn_rate(&name));
-                    run_workload(&name, (nodes, pods), churn, config.as_deref(), sim)
+                    run_workload(&name, (nodes, pods), churn, &sim)
                 }
-                None => run_simulate(cluster.as_deref(), config.as_deref(), write.as_deref(), sim),
+                None => run_simulate(cluster.as_deref(), write.as_deref(), &sim),
             }
         }
-        Command::Explain { cluster, pod, config, output, seed } => {
-            run_explain(&cluster, &pod, config.as_deref(), output, seed)
+        Command::Explain { cluster, pod, config, output, seed, report } => {
+            run_explain(&cluster, &pod, config.as_deref(), output, seed, report.as_deref())
         }
     }
 }
@@ -300,9 +308,9 @@ fn demo_objects(seed: u64) -> ClusterObjects {
     }
 }
 
-fn run_simulate(cluster: Option<&Path>, config: Option<&Path>, write: Option<&Path>, sim: SimFlags) -> Result<()> {
+fn run_simulate(cluster: Option<&Path>, write: Option<&Path>, sim: &SimFlags) -> Result<()> {
     let (output, seed) = (sim.output, sim.seed);
-    let (_, profiles) = config_file::profiles(config)?;
+    let (_, profiles) = config_file::profiles(sim.config.as_deref())?;
     let (objects, source) = match cluster {
         Some(p) => (cluster::load_file(p)?, p.display().to_string()),
         None => (demo_objects(seed), "built-in demo cluster".to_string()),
@@ -312,6 +320,7 @@ fn run_simulate(cluster: Option<&Path>, config: Option<&Path>, write: Option<&Pa
     if let Some(path) = write {
         write_cluster(path, &objects, &report.placements)?;
     }
+    sim.write_report(&source, &report)?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         _ => {
@@ -323,11 +332,12 @@ fn run_simulate(cluster: Option<&Path>, config: Option<&Path>, write: Option<&Pa
 }
 
 /// Flags shared by the simulate variants.
-#[derive(Clone, Copy)]
 struct SimFlags {
     output: Output,
     seed: u64,
     no_equivalence_cache: bool,
+    report: Option<PathBuf>,
+    config: Option<PathBuf>,
 }
 
 impl SimFlags {
@@ -336,7 +346,22 @@ impl SimFlags {
             seed: self.seed,
             progress: self.output != Output::Json && std::io::stderr().is_terminal(),
             no_equivalence_cache: self.no_equivalence_cache,
+            detail: self.report.is_some(),
         }
+    }
+
+    /// Writes the HTML report when `--report` asked for one.
+    fn write_report(&self, source: &str, report: &simulate::SimulationReport) -> Result<()> {
+        let Some(path) = &self.report else { return Ok(()) };
+        let run = scheduler::report::RunSource {
+            cluster: source.to_string(),
+            config: self.config.as_ref().map(|p| p.display().to_string()),
+            seed: self.seed,
+        };
+        let html = scheduler::report::simulate_html(&run, report);
+        std::fs::write(path, html).with_context(|| format!("failed to write the report {}", path.display()))?;
+        eprintln!("Report written to {}.", path.display());
+        Ok(())
     }
 }
 
@@ -344,11 +369,10 @@ fn run_workload(
     name: &str,
     (nodes, pods): (Option<usize>, Option<usize>),
     churn_per_second: Option<f64>,
-    config: Option<&Path>,
-    sim: SimFlags,
+    sim: &SimFlags,
 ) -> Result<()> {
     let output = sim.output;
-    let (_, profiles) = config_file::profiles(config)?;
+    let (_, profiles) = config_file::profiles(sim.config.as_deref())?;
     // Pods are parsed as they are generated, so large workloads never hold every API object.
     let mut init: Vec<algorithms::PodInfo> = Vec::new();
     let mut measured: Vec<algorithms::PodInfo> = Vec::new();
@@ -399,6 +423,7 @@ fn run_workload(
         }
     });
     let report = simulate::run_churned(profiles, parsed, init, &sim.options(), churn);
+    sim.write_report(&source, &report)?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         _ => {
@@ -468,7 +493,14 @@ fn load_pod(spec: &str, parsed: &cluster::ParsedCluster) -> Result<algorithms::P
         .with_context(|| format!("{spec} is neither a pod manifest file nor a pod in the cluster dump"))
 }
 
-fn run_explain(cluster_path: &Path, pod: &str, config: Option<&Path>, output: Output, seed: u64) -> Result<()> {
+fn run_explain(
+    cluster_path: &Path,
+    pod: &str,
+    config: Option<&Path>,
+    output: Output,
+    seed: u64,
+    report_path: Option<&Path>,
+) -> Result<()> {
     let (_, profiles) = config_file::profiles(config)?;
     let objects = cluster::load_file(cluster_path)?;
     let mut parsed = cluster::parse_cluster(&objects, &cluster_path.display().to_string())?;
@@ -488,10 +520,28 @@ fn run_explain(cluster_path: &Path, pod: &str, config: Option<&Path>, output: Ou
             p
         }
     };
-    let report = explain::explain(profile, &pod, &parsed.snapshot(), seed);
+    let snapshot = parsed.snapshot();
+    let report = explain::explain(profile, &pod, &snapshot, seed);
+    if let Some(path) = report_path {
+        let nodes: Vec<(String, String)> = snapshot
+            .nodes
+            .iter()
+            .map(|n| {
+                let zone = n.labels.get(scheduler::report::detail::ZONE_LABEL).cloned().unwrap_or_default();
+                (n.name.clone(), zone)
+            })
+            .collect();
+        let html = scheduler::report::explain_html(&report, &nodes, &cluster_path.display().to_string());
+        std::fs::write(path, html).with_context(|| format!("failed to write the report {}", path.display()))?;
+        eprintln!("Report written to {}.", path.display());
+    }
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        _ => print!("{}", explain::render_table(&report)),
+        _ => {
+            // Colour only for a person at a terminal, and never with NO_COLOR set.
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print!("{}", explain::render_table(&report, color));
+        }
     }
     Ok(())
 }

@@ -21,6 +21,9 @@ pub struct SimulateOptions {
     pub progress: bool,
     /// Turn off reuse of node-local results across identical pods (for comparison).
     pub no_equivalence_cache: bool,
+    /// Keep per-node use before and after, and why each pending pod fits nowhere, for a
+    /// report (`SimulationReport::detail`).
+    pub detail: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -66,6 +69,9 @@ pub struct SimulationReport {
     /// Churn steps applied while the measured pods were scheduled.
     #[serde(skip_serializing_if = "is_zero")]
     pub churn_steps: usize,
+    /// Per-node and per-pod detail, when [`SimulateOptions::detail`] asked for it.
+    #[serde(skip)]
+    pub detail: Option<crate::report::RunDetail>,
 }
 
 /// One preemption: the pod that preempted, the node and the pods evicted there.
@@ -318,8 +324,21 @@ pub fn run_churned(
         engine.queue.delete(&key);
     }
     let total = pending.len() as u64;
+    // What the cluster requested before the measured pods, for a report.
+    let mut before = None;
+    let mut pods_by_key = std::collections::HashMap::new();
+    if opts.detail {
+        let mut snap = algorithms::Snapshot::default();
+        engine.cache.update_snapshot(&mut snap);
+        let resources = crate::report::detail::resources(snap.nodes.iter().map(|n| &**n));
+        before = Some((crate::report::detail::requested(&snap, &resources), resources));
+    }
     for pod in pending {
-        engine.queue.add(Arc::new(pod), clock);
+        let pod = Arc::new(pod);
+        if opts.detail {
+            pods_by_key.insert(pod.key(), pod.clone());
+        }
+        engine.queue.add(pod, clock);
     }
     let bar = if opts.progress && total > 0 {
         let bar = ProgressBar::new(total);
@@ -355,6 +374,18 @@ pub fn run_churned(
     };
     report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
     report.churn_steps = churn.map_or(0, |c| c.done);
+    if let Some((before, resources)) = before {
+        let mut snap = algorithms::Snapshot::default();
+        engine.cache.update_snapshot(&mut snap);
+        report.detail = Some(crate::report::detail::collect(
+            &engine.profiles,
+            &snap,
+            &before,
+            resources,
+            &report.failures,
+            &pods_by_key,
+        ));
+    }
     report
 }
 

@@ -142,7 +142,12 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
 /// with a line saying so, where kubectl is not installed).
 #[test]
 fn kustomizations_render_the_expected_objects() {
-    let Some(kubectl) = testing::tools::find("kubectl", "KUBECTL", "kustomizations_render_the_expected_objects") else {
+    let Some(kubectl) = testing::tools::find(
+        "kubectl",
+        "KUBECTL",
+        &["version", "--client"],
+        "kustomizations_render_the_expected_objects",
+    ) else {
         return;
     };
     let cases: [(&str, &[&str]); 2] = [

@@ -76,7 +76,9 @@ async fn the_deploy_objects_pass_a_server_side_dry_run() {
     }
 
     // `kubectl apply -k … --dry-run=server`, as the deploy README says, where kubectl is installed.
-    let Some(kubectl) = testing::tools::find("kubectl", "KUBECTL", "kubectl apply -k --dry-run=server") else {
+    let Some(kubectl) =
+        testing::tools::find("kubectl", "KUBECTL", &["version", "--client"], "kubectl apply -k --dry-run=server")
+    else {
         return;
     };
     for dir in ["scheduler", "extender"] {
@@ -115,7 +117,7 @@ fn service_monitor_crd() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_helm_chart_objects_pass_a_server_side_dry_run() {
     let test = "the_helm_chart_objects_pass_a_server_side_dry_run";
-    let Some(helm) = testing::tools::find("helm", "HELM", test) else {
+    let Some(helm) = testing::tools::find("helm", "HELM", &["version"], test) else {
         return;
     };
     let Some(p) = plane(test).await else {

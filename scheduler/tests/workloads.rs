@@ -26,7 +26,7 @@ fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
 
 fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
     let (parsed, init) = prepared(name);
-    let opts = SimulateOptions { seed, progress: false, no_equivalence_cache: no_cache };
+    let opts = SimulateOptions { seed, progress: false, no_equivalence_cache: no_cache, detail: false };
     run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
 }
 
@@ -63,7 +63,7 @@ fn churned(no_cache: bool) -> SimulationReport {
             })
         }),
     };
-    let opts = SimulateOptions { seed: 3, progress: false, no_equivalence_cache: no_cache };
+    let opts = SimulateOptions { seed: 3, progress: false, no_equivalence_cache: no_cache, detail: false };
     run_churned(vec![default_profile("custom-scheduler")], parsed, init, &opts, Some(churn))
 }
 

@@ -1,0 +1,159 @@
+//! `simulate --report` and `explain --report`: the HTML parses, holds every node and
+//! pending pod of the run, loads nothing from elsewhere, and opens in headless Chromium
+//! without console errors (where Chromium is installed).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use scraper::{Html, Selector};
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_custom-scheduler"))
+}
+
+fn select<'a>(doc: &'a Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
+    doc.select(&Selector::parse(css).unwrap()).collect()
+}
+
+fn attrs(doc: &Html, css: &str, attr: &str) -> Vec<String> {
+    select(doc, css).iter().filter_map(|e| e.value().attr(attr)).map(str::to_string).collect()
+}
+
+/// Parses a report and checks what every report must be: well-formed, and self-contained.
+fn parse(path: &Path) -> Html {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.starts_with("<!DOCTYPE html>"), "{}", &text[..40]);
+    let doc = Html::parse_document(&text);
+    assert!(doc.errors.is_empty(), "HTML parse errors: {:?}", doc.errors);
+    for css in ["link", "img", "iframe", "script[src]", "object", "embed"] {
+        assert!(select(&doc, css).is_empty(), "the report refers to outside resources: {css}");
+    }
+    assert!(!text.contains("https://"), "the report names a remote address");
+    doc
+}
+
+/// Headless Chromium, where installed (`CHROMIUM` names another build): the path, or
+/// `None` after a line saying so.
+fn chromium() -> Option<PathBuf> {
+    testing::tools::find("chromium", "CHROMIUM", &["--version"], "the Chromium checks")
+}
+
+/// Opens `page` in headless Chromium: its DOM once the scripts ran, and the console lines
+/// Chromium logged.
+fn open_in_chromium(chrome: &Path, page: &Path) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn no_console_errors(log: &str) {
+    let errors: Vec<&str> =
+        log.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("SyntaxError")).collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+}
+
+#[test]
+fn the_demo_report_holds_every_node_and_pending_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("demo.html");
+    let out = bin().args(["simulate", "--output", "json", "--report"]).arg(&page).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = parse(&page);
+
+    // Every node once in each heatmap panel of every resource, and every node that got
+    // a pod among them.
+    let nodes = run["nodes"].as_u64().unwrap() as usize;
+    for resource in ["cpu", "memory", "pods", "nvidia.com/gpu"] {
+        for panel in ["before", "after"] {
+            let css = format!("svg[id=\"heatmap-{resource}\"] g[data-panel=\"{panel}\"] rect");
+            let cells = attrs(&doc, &css, "data-node");
+            let unique: BTreeSet<&String> = cells.iter().collect();
+            assert_eq!((cells.len(), unique.len()), (nodes, nodes), "{resource} {panel}");
+        }
+    }
+    let cells: BTreeSet<String> = attrs(&doc, "svg[id=\"heatmap-cpu\"] rect", "data-node").into_iter().collect();
+    for node in run["placements"].as_object().unwrap().values() {
+        assert!(cells.contains(node.as_str().unwrap()), "{node} has no cell");
+    }
+
+    // Every pending pod has its row, and the groups add up to them.
+    let failures: BTreeSet<String> = run["failures"].as_object().unwrap().keys().cloned().collect();
+    assert!(!failures.is_empty(), "the demo leaves some pods pending");
+    let rows: BTreeSet<String> = attrs(&doc, "#pending-pods tr[data-pod]", "data-pod").into_iter().collect();
+    assert_eq!(rows, failures);
+    let grouped: usize = select(&doc, "#pending-groups tbody tr")
+        .iter()
+        .map(|tr| tr.text().next().unwrap().trim().parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(grouped, failures.len());
+    // Each pending pod names the plugin that turned it away from the most nodes.
+    for tr in select(&doc, "#pending-pods tbody tr") {
+        let cells: Vec<String> = tr.child_elements().map(|td| td.text().collect::<String>()).collect();
+        assert!(!cells[1].is_empty() && cells[2].parse::<usize>().unwrap() > 0, "{cells:?}");
+    }
+    // One placement row per placed pod; the run's figures and configuration are shown.
+    let placed = select(&doc, "#placements tbody tr").len();
+    assert_eq!(placed, run["placements"].as_object().unwrap().len());
+    let text: String = doc.root_element().text().collect();
+    for needle in ["pods/s", "p99 ms", "peak memory", "built-in demo cluster", "NodeResourcesFit", "DefaultPreemption"]
+    {
+        assert!(text.contains(needle), "no {needle:?} in the report");
+    }
+
+    if let Some(chrome) = chromium() {
+        let (dom, log) = open_in_chromium(&chrome, &page);
+        assert!(dom.contains("data-ready=\"1\""), "the page's script did not finish");
+        no_console_errors(&log);
+    }
+}
+
+#[test]
+fn the_explain_report_shows_every_node_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("explain.html");
+    let args = ["explain", "--cluster", "tests/data/cluster-dump.yaml", "--pod", "default/gpu-2", "--output"];
+    let out = bin().args(args).arg("json").arg("--report").arg(&page).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = parse(&page);
+    let feasible = r["feasibleNodes"].as_array().unwrap().len();
+    let failed = r["failedNodes"].as_object().unwrap();
+    let rows = attrs(&doc, "#node-table tr[data-node]", "data-node");
+    assert_eq!(rows.len(), feasible + failed.len());
+    assert_eq!(attrs(&doc, "svg#verdicts rect", "data-node").len(), rows.len());
+    for tr in select(&doc, "#node-table tbody tr") {
+        let node = tr.value().attr("data-node").unwrap();
+        let cells: Vec<String> = tr.child_elements().map(|td| td.text().collect::<String>()).collect();
+        match failed.get(node) {
+            Some(f) => {
+                assert!(cells[2].starts_with("rejected"), "{cells:?}");
+                assert_eq!(cells[3], f["plugin"].as_str().unwrap());
+            }
+            None => assert!(cells[2] == "fits" || cells[2] == "selected", "{cells:?}"),
+        }
+    }
+    if let Some(chrome) = chromium() {
+        let (dom, log) = open_in_chromium(&chrome, &page);
+        assert!(dom.contains("data-ready=\"1\""), "the page's script did not finish");
+        no_console_errors(&log);
+    }
+}
