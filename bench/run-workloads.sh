@@ -7,12 +7,17 @@ cd "$(dirname "$0")/.."
 cargo build --release -p custom-scheduler >&2
 bin=target/release/custom-scheduler
 workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
-           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingChurn PreemptionBasic)
+           TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingGpuPacking
+           SchedulingChurn PreemptionBasic)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2
   rows+=$("$bin" simulate --workload "$w" --output json --seed 1 "$@" | python3 bench/workload_row.py "$w")$'\n'
 done
+# The same GPU workload with the gpu profile (DevicePacking) for comparison.
+echo "running SchedulingGpuPacking with the gpu profile" >&2
+rows+=$("$bin" simulate --workload SchedulingGpuPacking --config deploy/examples/gpu-profile.yaml --output json --seed 1 "$@" \
+  | python3 bench/workload_row.py "SchedulingGpuPacking, gpu profile")$'\n'
 cpu=$(nproc)
 table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh${*:+ $*}\` on a ${cpu}-core machine; every node is evaluated for every pod.
 

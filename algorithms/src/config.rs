@@ -252,6 +252,7 @@ fn check_name(profile: &str, name: &str) -> Result<(), ConfigError> {
     }
     let mut known: Vec<&str> = registry::DEFAULT_FILTERS.to_vec();
     known.extend(registry::DEFAULT_SCORES.iter().map(|(n, _)| *n).filter(|n| !registry::has_filter(n)));
+    known.extend(registry::OPTIONAL_SCORES);
     Err(ConfigError::UnknownPlugin { profile: profile.into(), plugin: name.into(), known: known.join(", ") })
 }
 
@@ -485,6 +486,26 @@ mod tests {
         assert!(c.build_profiles().unwrap_err().to_string().contains("bogus"));
         let c = cfg(serde_json::json!({"apiVersion": "v2"}));
         assert!(c.build_profiles().is_err());
+    }
+
+    #[test]
+    fn device_packing_is_off_by_default_and_enabled_by_name_with_args() {
+        let names = |p: &Profile| p.scores.iter().map(|s| s.plugin.name()).collect::<Vec<_>>();
+        let default = cfg(serde_json::json!({})).build_profiles().unwrap().remove(0);
+        assert!(!names(&default).contains(&"DevicePacking"));
+        let c = cfg(serde_json::json!({"profiles": [{
+            "plugins": {"score": {"enabled": [{"name": "DevicePacking", "weight": 20}]}},
+            "pluginConfig": [{"name": "DevicePacking", "args": {"resources": [{"name": "example.com/fpga"}]}}]
+        }]}));
+        let p = c.build_profiles().unwrap().remove(0);
+        let packing = p.scores.iter().find(|s| s.plugin.name() == "DevicePacking").unwrap();
+        assert_eq!(packing.weight, 20);
+        assert_eq!(p.scores.len(), 8);
+        let c = cfg(serde_json::json!({"profiles": [{
+            "plugins": {"multiPoint": {"enabled": [{"name": "DevicePacking"}]}},
+            "pluginConfig": [{"name": "DevicePacking", "args": {"resources": [{"name": "memory"}]}}]
+        }]}));
+        assert!(c.build_profiles().unwrap_err().to_string().contains("not an extended resource"));
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("PreferredTopologySpreading", 5000, 1000, 5000),
     ("Unschedulable", 5000, 200, 5000),
     ("SchedulingGpu", 5000, 1000, 5000),
+    ("SchedulingGpuPacking", 5000, 0, 2000),
     ("SchedulingChurn", 5000, 1000, 10000),
     ("PreemptionBasic", 5000, 20000, 1000),
 ];
@@ -132,9 +133,10 @@ pub fn generate(
     let mut w = Workload { name: canonical.to_string(), ..Default::default() };
     w.cluster.namespaces = vec![namespace("sched-perf", &[])];
     let gpu = canonical == "SchedulingGpu";
+    let packing = canonical == "SchedulingGpuPacking";
     w.cluster.nodes = (0..n)
         .map(|i| {
-            if gpu && i % 5 == 0 {
+            if (gpu && i % 5 == 0) || (packing && i % 10 == 0) {
                 base_node(i)
                     .capacity("32", "256Gi", "110")
                     .resource(GPU, "8")
@@ -162,6 +164,14 @@ pub fn generate(
             // Four low-priority pods fill each node; each high-priority pod needs three of them gone.
             "PreemptionBasic" if prefix == "init" => p.priority(1).req("900m", "500Mi"),
             "PreemptionBasic" => p.priority(10).req("3", "500Mi"),
+            // Fragmentation: first 1-GPU pods (every other pod; the rest need no GPU),
+            // then whole-node 8-GPU pods, more than the GPU nodes can hold.
+            "SchedulingGpuPacking" if i < m / 2 && i.is_multiple_of(2) => {
+                p.req_list(&[(GPU, "1")]).toleration(GPU, "Exists", "", "NoSchedule")
+            }
+            "SchedulingGpuPacking" if i >= m / 2 => {
+                p.req_list(&[(GPU, "8")]).toleration(GPU, "Exists", "", "NoSchedule")
+            }
             "SchedulingGpu" if i % 5 < 2 => {
                 let gpus = ["1", "2", "4", "1", "8", "2"][i % 6];
                 p.req_list(&[(GPU, gpus)]).toleration(GPU, "Exists", "", "NoSchedule")

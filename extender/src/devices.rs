@@ -1,45 +1,19 @@
-//! Placement of managed device resources (GPUs and the like) that kube-scheduler ignores.
-//!
-//! The score prefers the node the pod fills best: devices left idle on a node that
-//! the pod starts using are fragments that a later large request cannot use, so
-//! the fewer left over relative to the node's devices, the higher the score.
+//! Placement of managed device resources (GPUs and the like) that kube-scheduler ignores:
+//! the DevicePacking score plugin's best fit, on the extender's 0..=10 scale.
 
+use algorithms::plugins::device_packing::DevicePacking;
 use algorithms::{NodeInfo, PodInfo};
 
 use crate::types::MAX_EXTENDER_PRIORITY;
 
-/// The managed resources the pod requests, with amounts.
-pub fn requested(pod: &PodInfo, managed: &[String]) -> Vec<(String, i64)> {
-    managed
-        .iter()
-        .filter_map(|r| {
-            let v = pod.requests.requests.get(r);
-            (v > 0).then(|| (r.clone(), v))
-        })
-        .collect()
+/// Whether the pod requests any of the managed resources.
+pub fn requests_any(pod: &PodInfo, managed: &[String]) -> bool {
+    managed.iter().any(|r| pod.requests.requests.get(r) > 0)
 }
 
-/// Best-fit score of one resource on one node, 0..=10: 10 when the pod uses up the
-/// node's free devices exactly, lower the more devices it leaves idle; 0 when it does not fit.
-pub fn packing_score(node: &NodeInfo, resource: &str, want: i64) -> i64 {
-    let total = node.allocatable.get(resource);
-    if total <= 0 {
-        return 0;
-    }
-    let free = total - node.requested.get(resource);
-    if want > free {
-        return 0;
-    }
-    let left = free - want;
-    MAX_EXTENDER_PRIORITY * (total - left) / total
-}
-
-/// The average best-fit score over the requested managed resources.
-pub fn score(node: &NodeInfo, wants: &[(String, i64)]) -> i64 {
-    if wants.is_empty() {
-        return 0;
-    }
-    wants.iter().map(|(r, w)| packing_score(node, r, *w)).sum::<i64>() / wants.len() as i64
+/// DevicePacking's score of `node` for `pod`, 0..=100, scaled to 0..=10.
+pub fn score(packing: &DevicePacking, pod: &PodInfo, node: &NodeInfo) -> i64 {
+    MAX_EXTENDER_PRIORITY * packing.node_score(pod, node) / 100
 }
 
 #[cfg(test)]
@@ -59,14 +33,18 @@ mod tests {
 
     #[test]
     fn best_fit_prefers_partially_used_nodes() {
+        let packing = DevicePacking::for_resources(&["nvidia.com/gpu".to_string()]);
+        let pod = |n: &str| PodBuilder::new("p").req_list(&[("nvidia.com/gpu", n)]).info();
+        assert!(requests_any(&pod("1"), &["nvidia.com/gpu".to_string()]));
+        assert!(!requests_any(&pod("1"), &["example.com/fpga".to_string()]));
         let fresh = node_with_used("8", "0");
         let half = node_with_used("8", "4");
         let nearly = node_with_used("8", "7");
-        assert_eq!(packing_score(&nearly, "nvidia.com/gpu", 1), 10);
-        assert_eq!(packing_score(&half, "nvidia.com/gpu", 1), 6);
-        assert_eq!(packing_score(&fresh, "nvidia.com/gpu", 1), 1);
-        assert_eq!(packing_score(&fresh, "nvidia.com/gpu", 8), 10);
-        assert_eq!(packing_score(&nearly, "nvidia.com/gpu", 2), 0);
-        assert_eq!(packing_score(&node_with_used("0", "0"), "nvidia.com/gpu", 1), 0);
+        assert_eq!(score(&packing, &pod("1"), &nearly), 10);
+        assert_eq!(score(&packing, &pod("1"), &half), 6);
+        assert_eq!(score(&packing, &pod("1"), &fresh), 1);
+        assert_eq!(score(&packing, &pod("8"), &fresh), 10);
+        assert_eq!(score(&packing, &pod("2"), &nearly), 0);
+        assert_eq!(score(&packing, &pod("1"), &node_with_used("0", "0")), 0);
     }
 }

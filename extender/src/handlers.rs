@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use algorithms::framework::{Evaluation, filter_candidates, score_nodes};
+use algorithms::plugins::device_packing::DevicePacking;
 use algorithms::preemption::{Judge, select_victims_with};
 use algorithms::{Code, NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
@@ -167,11 +168,11 @@ pub fn prioritize(ext: &Extender, args: ExtenderArgs) -> Result<Vec<HostPriority
         Err(message) => return Err(ApiError { status: 422, message }),
     };
     let mut out: Vec<HostPriority> = c.unknown.keys().map(|h| HostPriority { host: h.clone(), score: 0 }).collect();
-    let wants = devices::requested(&pod, &ext.managed);
-    if !wants.is_empty() {
+    if devices::requests_any(&pod, &ext.managed) {
+        let packing = DevicePacking::for_resources(&ext.managed);
         out.extend(c.indexes.iter().map(|&i| {
             let n = &c.snapshot.nodes[i];
-            HostPriority { host: n.name.clone(), score: devices::score(n, &wants) }
+            HostPriority { host: n.name.clone(), score: devices::score(&packing, &pod, n) }
         }));
         return Ok(out);
     }

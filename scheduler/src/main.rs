@@ -104,7 +104,8 @@ enum Command {
         cluster: Option<PathBuf>,
         /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
         /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
-        /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingChurn).
+        /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingGpuPacking,
+        /// SchedulingChurn, PreemptionBasic).
         #[arg(long)]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).

@@ -83,7 +83,14 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                 }
                 "KubeSchedulerConfiguration" => {
                     let cfg = scheduler::config_file::parse(&text, &file.display().to_string()).unwrap();
-                    assert!(!cfg.extenders.is_empty(), "{}: extender stanza", file.display());
+                    let profiles = cfg.build_profiles().unwrap();
+                    if file.to_string_lossy().contains("kube-scheduler") {
+                        assert!(!cfg.extenders.is_empty(), "{}: extender stanza", file.display());
+                    } else {
+                        // The gpu profile example: DevicePacking on top of the defaults.
+                        let scores: Vec<&str> = profiles[0].scores.iter().map(|s| s.plugin.name()).collect();
+                        assert!(scores.contains(&"DevicePacking") && scores.len() == 8, "{scores:?}");
+                    }
                 }
                 other => panic!("{}: unexpected kind {other}", file.display()),
             }

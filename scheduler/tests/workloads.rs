@@ -25,9 +25,36 @@ fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
 }
 
 fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
+    simulate_with(name, seed, no_cache, vec![default_profile("custom-scheduler")])
+}
+
+fn simulate_with(name: &str, seed: u64, no_cache: bool, profiles: Vec<algorithms::Profile>) -> SimulationReport {
     let (parsed, init) = prepared(name);
     let opts = SimulateOptions { seed, progress: false, no_equivalence_cache: no_cache, detail: false };
-    run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
+    run_phased(profiles, parsed, init, &opts)
+}
+
+/// SchedulingGpuPacking at 120 nodes: 12 nodes of 8 GPUs, 75 one-GPU pods (pods 0-149,
+/// every other one), then 150 eight-GPU pods (pods 150-299). Spread, the small pods leave
+/// no GPU node whole; packed (the gpu profile) into ten nodes, they leave two.
+#[test]
+fn the_gpu_profile_keeps_whole_gpu_nodes_for_whole_node_pods() {
+    let whole_node_pods = |r: &SimulationReport| {
+        r.placements
+            .keys()
+            .filter(|k| k.strip_prefix("sched-perf/pod-").unwrap().parse::<usize>().unwrap() >= 150)
+            .count()
+    };
+    let small_pods = |r: &SimulationReport| r.scheduled - whole_node_pods(r);
+    let text = std::fs::read_to_string("../deploy/examples/gpu-profile.yaml").unwrap();
+    let gpu = scheduler::config_file::parse(&text, "gpu-profile.yaml").unwrap().build_profiles().unwrap();
+    for seed in [1, 7] {
+        let spread = simulate("SchedulingGpuPacking", seed, false);
+        let packed = simulate_with("SchedulingGpuPacking", seed, false, gpu.clone());
+        assert_eq!((small_pods(&spread), small_pods(&packed)), (150, 150), "seed {seed}");
+        assert_eq!(whole_node_pods(&spread), 0, "seed {seed}");
+        assert_eq!(whole_node_pods(&packed), 2, "seed {seed}");
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! kube-scheduler's in-tree plugins, one file each, and the default profile.
+//! kube-scheduler's in-tree plugins, one file each, the default profile, and plugins of
+//! our own that a profile enables by name (DevicePacking).
 
 pub mod balanced_allocation;
+pub mod device_packing;
 #[cfg(test)]
 mod hints_tests;
 pub mod image_locality;

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 
 use super::ArgsError;
 use super::balanced_allocation::{self, BalancedAllocation};
+use super::device_packing::{self, DevicePacking};
 use super::image_locality::{self, ImageLocality};
 use super::inter_pod_affinity::{self, InterPodAffinity};
 use super::node_affinity::{self, NodeAffinity};
@@ -40,6 +41,9 @@ pub const DEFAULT_SCORES: &[(&str, i64)] = &[
     (image_locality::NAME, 1),
 ];
 
+/// Score plugins of our own, off unless a profile enables them.
+pub const OPTIONAL_SCORES: &[&str] = &[device_packing::NAME];
+
 /// kube-scheduler plugins that are accepted in configuration without being filter or
 /// score plugins: queue sort, binding, preemption and gates, which the scheduling loop
 /// itself provides (DefaultPreemption's switch and args are read into the profile), and
@@ -58,7 +62,7 @@ pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
 
 /// Whether a name is a plugin this scheduler implements.
 pub fn is_known(name: &str) -> bool {
-    DEFAULT_FILTERS.contains(&name) || DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
+    DEFAULT_FILTERS.contains(&name) || has_score(name)
 }
 
 /// Whether the plugin has a Filter extension point.
@@ -68,7 +72,7 @@ pub fn has_filter(name: &str) -> bool {
 
 /// Whether the plugin has a Score extension point.
 pub fn has_score(name: &str) -> bool {
-    DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
+    DEFAULT_SCORES.iter().any(|(n, _)| *n == name) || OPTIONAL_SCORES.contains(&name)
 }
 
 /// A plugin built from its args, shared by its filter and score roles.
@@ -113,6 +117,7 @@ pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, Args
             Built { filter: None, score: Some(Arc::new(BalancedAllocation::new(&parse(name, args)?)?)) }
         }
         image_locality::NAME => Built { filter: None, score: Some(Arc::new(ImageLocality)) },
+        device_packing::NAME => Built { filter: None, score: Some(Arc::new(DevicePacking::new(&parse(name, args)?)?)) },
         other => return Err(ArgsError::new(other, "unknown plugin")),
     })
 }
