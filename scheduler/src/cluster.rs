@@ -65,6 +65,8 @@ pub struct ClusterObjects {
     pub workloads: WorkloadSelectors,
     /// PodDisruptionBudgets.
     pub budgets: Vec<algorithms::preemption::Budget>,
+    /// PodGroups (`scheduling.x-k8s.io/v1alpha1`) by `namespace/name`.
+    pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
 }
 
 /// Parses JSON or (multi-document) YAML text into JSON values.
@@ -162,6 +164,16 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
                     out.workloads.sets.insert((kind.clone(), ns, name), parsed);
                 }
             }
+            "PodGroup" if v.get("apiVersion").and_then(Value::as_str) == Some(crate::gang::POD_GROUP_API_VERSION) => {
+                let group = crate::gang::parse_pod_group(&v).map_err(|message| LoadError::Object {
+                    path: path.into(),
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    field: "spec".into(),
+                    message,
+                })?;
+                out.pod_groups.push(group);
+            }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
                 out.budgets.push(algorithms::preemption::Budget::from_api(&pdb));
@@ -195,6 +207,8 @@ pub struct ParsedCluster {
     pub workloads: WorkloadSelectors,
     /// PodDisruptionBudgets.
     pub budgets: Vec<algorithms::preemption::Budget>,
+    /// PodGroups by `namespace/name`.
+    pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
 }
 
 /// Whether a pod has finished (its resources are free again).
@@ -260,6 +274,7 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         namespaces,
         workloads: objects.workloads.clone(),
         budgets: objects.budgets.clone(),
+        pod_groups: objects.pod_groups.clone(),
     })
 }
 

@@ -18,7 +18,12 @@ use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
+mod gang_cycle;
+
+pub use gang_cycle::COSCHEDULING;
+
 use crate::cache::Cache;
+use crate::gang::{self, Groups};
 use crate::queue::{QueuedPod, SchedulingQueue};
 
 /// What one scheduling cycle decided.
@@ -97,6 +102,8 @@ pub struct Engine {
     pub cache: Cache,
     /// The queue.
     pub queue: SchedulingQueue,
+    /// PodGroups, for gang scheduling.
+    pub groups: Groups,
 }
 
 /// Whether `event` may help `pod`, rejected by `plugin` under its profile: the plugin's
@@ -112,12 +119,24 @@ fn hint(profiles: &[Profile], pod: &PodInfo, plugin: &str, event: &ClusterEvent)
 impl Engine {
     /// An engine with an empty cache and queue.
     pub fn new(profiles: Vec<Profile>) -> Self {
-        Engine { profiles, cache: Cache::new(), queue: SchedulingQueue::default() }
+        Engine { profiles, cache: Cache::new(), queue: SchedulingQueue::default(), groups: Groups::default() }
     }
 
     /// Whether one of the profiles handles the pod's scheduler name.
     pub fn handles(&self, pod: &PodInfo) -> bool {
         self.profiles.iter().any(|p| p.scheduler_name == pod.scheduler_name)
+    }
+
+    /// Queues a pending pod. A gang member's arrival also wakes its parked siblings, which
+    /// may have been waiting for the group to reach its minimum.
+    pub fn enqueue(&mut self, pod: Arc<PodInfo>, now: Instant) {
+        let group = self.groups.gang_of(&pod).map(|(g, _)| g);
+        self.queue.add(pod, now);
+        if let Some(g) = group {
+            for key in self.queue.keys_where(|p| gang::group_of(p).as_deref() == Some(g.as_str())) {
+                self.queue.activate(&key, now);
+            }
+        }
     }
 
     /// Moves the unschedulable pods the event may help (by the hints of the plugins that

@@ -7,6 +7,7 @@ pub mod config_file;
 pub mod engine;
 pub mod explain;
 pub mod extender_mode;
+pub mod gang;
 pub mod listener;
 pub mod nominator;
 pub mod queue;

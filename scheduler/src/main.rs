@@ -306,6 +306,7 @@ fn demo_objects(seed: u64) -> ClusterObjects {
         namespaces: g.namespaces,
         workloads: Default::default(),
         budgets: Default::default(),
+        pod_groups: Default::default(),
     }
 }
 
@@ -403,6 +404,7 @@ fn run_workload(
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
         budgets: Default::default(),
+        pod_groups: Default::default(),
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

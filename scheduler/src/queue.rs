@@ -305,6 +305,42 @@ impl SchedulingQueue {
     pub fn unschedulable_keys(&self) -> Vec<String> {
         self.unschedulable.keys().cloned().collect()
     }
+
+    /// Keys of the queued pods (in flight included) for which `pred` holds, highest
+    /// priority and then oldest first.
+    pub fn keys_where(&self, pred: impl Fn(&PodInfo) -> bool) -> Vec<String> {
+        let mut found: Vec<&QueuedPod> = self.pods.values().filter(|q| pred(&q.pod)).collect();
+        found.sort_by(|a, b| {
+            b.pod
+                .priority
+                .cmp(&a.pod.priority)
+                .then(a.pod.created_nanos.cmp(&b.pod.created_nanos))
+                .then_with(|| a.pod.key().cmp(&b.pod.key()))
+        });
+        found.into_iter().map(|q| q.pod.key()).collect()
+    }
+
+    /// Takes a queued pod that is not in flight, wherever it waits (active, backoff or
+    /// unschedulable), as [`SchedulingQueue::pop`] would: it is in flight afterwards.
+    pub fn take(&mut self, key: &str) -> Option<QueuedPod> {
+        if self.in_flight.contains_key(key) {
+            return None;
+        }
+        let q = self.pods.get_mut(key)?;
+        q.attempts += 1;
+        let taken = q.clone();
+        self.active.remove(key);
+        self.backoff.remove(key);
+        self.unschedulable.remove(key);
+        self.in_flight.insert(key.to_string(), self.events_seen);
+        Some(taken)
+    }
+
+    /// Moves a pod parked as unschedulable back to be retried (after what is left of its
+    /// backoff).
+    pub fn activate(&mut self, key: &str, now: Instant) {
+        self.reactivate(key, now);
+    }
 }
 
 #[cfg(test)]

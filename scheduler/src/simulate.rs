@@ -148,7 +148,7 @@ impl ChurnRun {
             if let Some(pod) = step.arriving
                 && engine.handles(&pod)
             {
-                engine.queue.add(Arc::new(pod), clock);
+                engine.enqueue(Arc::new(pod), clock);
             }
         }
     }
@@ -179,6 +179,9 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
     }
     engine.cache.set_workloads(cluster.workloads);
     engine.cache.set_budgets(cluster.budgets);
+    for (key, spec) in cluster.pod_groups {
+        engine.groups.upsert(key, spec);
+    }
     for node in cluster.nodes {
         engine.cache.upsert_node(node);
     }
@@ -223,7 +226,7 @@ fn drain(
         if let Some(c) = churn.as_deref_mut() {
             c.apply_due(engine, *clock, &mut out);
         }
-        let Some(cycle) = cycler.schedule_one(engine, *clock) else {
+        let Some(cycles) = cycler.schedule_next(engine, *clock) else {
             // Nothing is ready: jump the virtual clock to the next backoff expiry, if any.
             match engine.queue.next_backoff() {
                 Some(at) => {
@@ -233,42 +236,55 @@ fn drain(
                 None => break,
             }
         };
-        out.latencies.push(cycle.duration);
-        let key = cycle.queued.pod.key();
-        let failure = match cycle.outcome {
-            Outcome::Scheduled { node } => {
-                engine.cache.confirm(&key);
-                out.failures.remove(&key);
-                out.placements.insert(key.clone(), node);
-                if let Some(b) = bar {
-                    b.inc(1);
-                }
-                None
-            }
-            Outcome::Gone => None,
-            Outcome::Unschedulable { message, nomination } => {
-                if let Nomination::Preempted(p) = nomination {
-                    evict(engine, &p, *clock, &mut out);
-                    out.preemptions.push(PreemptionRecord {
-                        preemptor: key.clone(),
-                        node: p.node,
-                        victims: p.victims.iter().map(|v| v.key()).collect(),
-                    });
-                }
-                Some(message)
-            }
-            Outcome::Error { message } => Some(message),
-        };
-        if let Some(message) = failure {
-            if cycle.queued.attempts == 1
-                && let Some(b) = bar
-            {
-                b.inc(1);
-            }
-            out.failures.insert(key, message);
+        for cycle in cycles {
+            record(engine, cycle, *clock, bar, &mut out);
         }
     }
     out
+}
+
+/// Takes in what one cycle decided: a placement, a preemption or a failure.
+fn record(
+    engine: &mut Engine,
+    cycle: crate::engine::Cycle,
+    clock: Instant,
+    bar: Option<&ProgressBar>,
+    out: &mut Drained,
+) {
+    out.latencies.push(cycle.duration);
+    let key = cycle.queued.pod.key();
+    let failure = match cycle.outcome {
+        Outcome::Scheduled { node } => {
+            engine.cache.confirm(&key);
+            out.failures.remove(&key);
+            out.placements.insert(key.clone(), node);
+            if let Some(b) = bar {
+                b.inc(1);
+            }
+            None
+        }
+        Outcome::Gone => None,
+        Outcome::Unschedulable { message, nomination } => {
+            if let Nomination::Preempted(p) = nomination {
+                evict(engine, &p, clock, out);
+                out.preemptions.push(PreemptionRecord {
+                    preemptor: key.clone(),
+                    node: p.node,
+                    victims: p.victims.iter().map(|v| v.key()).collect(),
+                });
+            }
+            Some(message)
+        }
+        Outcome::Error { message } => Some(message),
+    };
+    if let Some(message) = failure {
+        if cycle.queued.attempts == 1
+            && let Some(b) = bar
+        {
+            b.inc(1);
+        }
+        out.failures.insert(key, message);
+    }
 }
 
 /// Deletes the victims of a preemption from the in-memory cluster, as the API server
@@ -315,7 +331,7 @@ pub fn run_churned(
     let (pending, gated) = load(&mut engine, cluster);
     for pod in init {
         if engine.handles(&pod) {
-            engine.queue.add(Arc::new(pod), clock);
+            engine.enqueue(Arc::new(pod), clock);
         }
     }
     on_pool(|| drain(&mut engine, &mut cycler, &mut clock, None, None));
@@ -338,7 +354,7 @@ pub fn run_churned(
         if opts.detail {
             pods_by_key.insert(pod.key(), pod.clone());
         }
-        engine.queue.add(pod, clock);
+        engine.enqueue(pod, clock);
     }
     let bar = if opts.progress && total > 0 {
         let bar = ProgressBar::new(total);

@@ -172,3 +172,19 @@ fn explain_shows_what_preemption_would_do() {
     .unwrap();
     assert!(text.contains("Preemption would nominate it to node-b and evict 2 pod(s)"), "{text}");
 }
+
+#[test]
+fn simulate_places_pod_groups_whole_or_not_at_all() {
+    let r = run_json(&["simulate", "--cluster", "tests/data/gang-cluster.yaml", "--output", "json"]);
+    let placed: Vec<&String> = r["placements"].as_object().unwrap().keys().collect();
+    assert_eq!(placed, ["ml/small-0", "ml/small-1"], "{r}");
+    let failures = r["failures"].as_object().unwrap();
+    assert_eq!(failures.len(), 4);
+    for (pod, message) in failures {
+        assert!(pod.starts_with("ml/big-"), "{pod}");
+        assert!(
+            message.as_str().unwrap().starts_with(r#"pod group "ml/big": 1 of the 4 pods it needs fit; "#),
+            "{message}"
+        );
+    }
+}

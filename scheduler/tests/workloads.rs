@@ -18,6 +18,7 @@ fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
         budgets: Default::default(),
+        pod_groups: Default::default(),
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -158,6 +159,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             namespaces: w.cluster.namespaces,
             workloads: Default::default(),
             budgets: Default::default(),
+            pod_groups: Default::default(),
         };
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");

@@ -1,0 +1,143 @@
+//! Gang scheduling through the real scheduling loop (`simulate`): the group lifecycle as
+//! a table of cases.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use algorithms::config::default_profile;
+use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+use scheduler::cluster::{ClusterObjects, parse_cluster};
+use scheduler::gang::{POD_GROUP_LABEL, PodGroupSpec};
+use scheduler::simulate::{SimulateOptions, SimulationReport, run};
+
+/// A member of `group` needing `cpu` CPUs, created `age` seconds after the epoch.
+fn member(name: &str, group: &str, cpu: &str, age: i64) -> k8s_openapi::api::core::v1::Pod {
+    PodBuilder::new(name)
+        .scheduler("custom-scheduler")
+        .label(POD_GROUP_LABEL, group)
+        .label("job", group)
+        .req(cpu, "1Gi")
+        .started(age)
+        .build()
+}
+
+fn simulate(nodes: usize, pods: Vec<k8s_openapi::api::core::v1::Pod>, groups: &[(&str, u32)]) -> SimulationReport {
+    let objects = ClusterObjects {
+        nodes: (0..nodes)
+            .map(|i| NodeBuilder::new(&format!("node-{i}")).capacity("4", "16Gi", "110").build())
+            .collect(),
+        pods,
+        pod_groups: groups
+            .iter()
+            .map(|(g, min)| {
+                (format!("default/{g}"), PodGroupSpec { min_member: *min, schedule_timeout: Duration::from_secs(60) })
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let parsed = parse_cluster(&objects, "test").unwrap();
+    run(vec![default_profile("custom-scheduler")], parsed, &SimulateOptions { seed: 1, ..Default::default() })
+}
+
+fn placed_in(r: &SimulationReport, prefix: &str) -> usize {
+    r.placements.keys().filter(|k| k.starts_with(&format!("default/{prefix}"))).count()
+}
+
+#[test]
+fn a_group_waits_for_its_minimum_of_pods() {
+    let r = simulate(3, vec![member("a-0", "a", "1", 1), member("a-1", "a", "1", 2)], &[("a", 3)]);
+    assert_eq!((r.scheduled, r.unschedulable), (0, 2));
+    for (pod, message) in &r.failures {
+        assert!(message.contains(r#"pod group "default/a" has 2 of the 3 pods it needs"#), "{pod}: {message}");
+    }
+}
+
+#[test]
+fn a_group_is_placed_whole_or_not_at_all() {
+    struct Case {
+        what: &'static str,
+        nodes: usize,
+        cpu: &'static str,
+        size: usize,
+        min: u32,
+        placed: usize,
+    }
+    let cases = [
+        Case { what: "every member fits", nodes: 3, cpu: "3", size: 3, min: 3, placed: 3 },
+        Case { what: "one member short: none placed", nodes: 2, cpu: "3", size: 3, min: 3, placed: 0 },
+        Case { what: "the minimum fits, the rest waits", nodes: 2, cpu: "3", size: 3, min: 2, placed: 2 },
+        Case { what: "members share nodes", nodes: 1, cpu: "1", size: 4, min: 4, placed: 4 },
+    ];
+    for c in cases {
+        let pods = (0..c.size).map(|i| member(&format!("a-{i}"), "a", c.cpu, i as i64)).collect();
+        let r = simulate(c.nodes, pods, &[("a", c.min)]);
+        assert_eq!(r.scheduled, c.placed, "{}: {:?}", c.what, r.failures);
+        assert_eq!(r.unschedulable, c.size - c.placed, "{}", c.what);
+        if c.placed == 0 {
+            let expected = format!(r#"pod group "default/a": 2 of the {} pods it needs fit; 0/"#, c.min);
+            assert!(r.failures.values().all(|m| m.starts_with(&expected)), "{}: {:?}", c.what, r.failures);
+        }
+    }
+}
+
+#[test]
+fn of_two_gangs_that_cannot_both_fit_one_is_placed_whole_and_the_other_waits_whole() {
+    // Four nodes with room for one 3-CPU pod each; two gangs of three such pods.
+    let mut pods = Vec::new();
+    for i in 0..3 {
+        // Interleaved creation, so that a pod-by-pod scheduler would give each gang two.
+        pods.push(member(&format!("a-{i}"), "a", "3", 2 * i));
+        pods.push(member(&format!("b-{i}"), "b", "3", 2 * i + 1));
+    }
+    let r = simulate(4, pods, &[("a", 3), ("b", 3)]);
+    assert_eq!((placed_in(&r, "a-"), placed_in(&r, "b-")), (3, 0), "{:?}", r.failures);
+    assert_eq!(r.unschedulable, 3);
+    let nodes: BTreeMap<&String, usize> = r.placements.values().fold(BTreeMap::new(), |mut m, n| {
+        *m.entry(n).or_default() += 1;
+        m
+    });
+    assert_eq!(nodes.len(), 3, "one member per node: {nodes:?}");
+}
+
+#[test]
+fn members_see_each_other_while_the_group_is_placed() {
+    // Required anti-affinity between members: three members need three nodes.
+    let pods = (0..3)
+        .map(|i| {
+            PodBuilder::new(&format!("a-{i}"))
+                .scheduler("custom-scheduler")
+                .label(POD_GROUP_LABEL, "a")
+                .label("job", "a")
+                .req("100m", "100Mi")
+                .pod_anti_affinity(affinity_term(&[("job", "a")], "kubernetes.io/hostname"))
+                .started(i)
+                .build()
+        })
+        .collect();
+    let r = simulate(3, pods, &[("a", 3)]);
+    assert_eq!(r.scheduled, 3, "{:?}", r.failures);
+    let mut nodes: Vec<&String> = r.placements.values().collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 3);
+    // On two nodes only two can be placed, below the minimum: none is.
+    let pods = (0..3)
+        .map(|i| {
+            PodBuilder::new(&format!("a-{i}"))
+                .scheduler("custom-scheduler")
+                .label(POD_GROUP_LABEL, "a")
+                .req("100m", "100Mi")
+                .label("job", "a")
+                .pod_anti_affinity(affinity_term(&[("job", "a")], "kubernetes.io/hostname"))
+                .build()
+        })
+        .collect();
+    assert_eq!(simulate(2, pods, &[("a", 3)]).scheduled, 0);
+}
+
+#[test]
+fn pods_naming_an_unknown_group_are_scheduled_one_by_one() {
+    let r = simulate(1, vec![member("x-0", "unknown", "1", 1)], &[]);
+    assert_eq!(r.scheduled, 1);
+}
