@@ -177,6 +177,8 @@ pub async fn serve(
         let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN));
         // The engine has no profiles: the extender caches the cluster but queues no pods.
         let shared = Arc::new(Shared::new(Engine::new(Vec::new()), quota));
+        // The extender places no gangs: it needs no PodGroups.
+        shared.lock().synced_pod_groups = true;
         tokio::spawn(informer::run(client.clone(), shared.clone()));
         tokio::spawn(workloads::run(client.clone(), shared.clone()));
         tokio::spawn(crate::run::budgets::run(client.clone(), shared.clone()));

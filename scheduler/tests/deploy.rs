@@ -78,8 +78,19 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                     let dir = file.parent().unwrap();
                     for r in doc["resources"].as_array().unwrap() {
                         let listed = dir.join(r.as_str().unwrap());
-                        assert!(listed.is_file(), "{}: lists {} which is missing", file.display(), listed.display());
+                        let found = listed.is_file() || listed.join("kustomization.yaml").is_file();
+                        assert!(found, "{}: lists {} which is missing", file.display(), listed.display());
                     }
+                }
+                "CustomResourceDefinition" => {
+                    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+                        typed(&doc, file);
+                    assert_eq!(crd.spec.group, "scheduling.x-k8s.io", "{}", file.display());
+                    assert_eq!(crd.spec.names.kind, "PodGroup");
+                }
+                "PodGroup" => {
+                    let (key, spec) = scheduler::gang::parse_pod_group(&doc).unwrap();
+                    assert_eq!((key.as_str(), spec.min_member), ("default/train", 4), "{}", file.display());
                 }
                 "KubeSchedulerConfiguration" => {
                     let cfg = scheduler::config_file::parse(&text, &file.display().to_string()).unwrap();
@@ -97,7 +108,7 @@ fn every_manifest_is_a_valid_kubernetes_object() {
             kinds.push(kind);
         }
     }
-    for k in ["Deployment", "ClusterRole", "ConfigMap", "KubeSchedulerConfiguration", "Pod", "Service"] {
+    for k in ["Deployment", "ClusterRole", "ConfigMap", "KubeSchedulerConfiguration", "Pod", "Service", "PodGroup"] {
         assert!(kinds.iter().any(|x| x == k), "no {k} in deploy/");
     }
 }
@@ -134,6 +145,8 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
         ("coordination.k8s.io", "leases", "update"),
         ("", "pods", "delete"),
         ("policy", "poddisruptionbudgets", "watch"),
+        ("scheduling.x-k8s.io", "podgroups", "watch"),
+        ("scheduling.x-k8s.io", "podgroups/status", "patch"),
     ] {
         assert!(has(g, res, verb), "missing {verb} on {g}/{res}: {rules:?}");
     }
@@ -161,6 +174,7 @@ fn kustomizations_render_the_expected_objects() {
         (
             "scheduler",
             &[
+                "CustomResourceDefinition",
                 "Namespace",
                 "ServiceAccount",
                 "ClusterRole",
@@ -183,7 +197,7 @@ fn kustomizations_render_the_expected_objects() {
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let doc = Value::deserialize(doc).unwrap();
             let kind = doc["kind"].as_str().unwrap().to_string();
-            if kind != "Namespace" && !kind.starts_with("Cluster") {
+            if !matches!(kind.as_str(), "Namespace" | "CustomResourceDefinition") && !kind.starts_with("Cluster") {
                 assert_eq!(doc["metadata"]["namespace"], "custom-scheduler", "{dir}: {kind}");
             }
             if kind == "Deployment" {

@@ -189,3 +189,11 @@ fn the_chart_renders_each_mode() {
     let refused = render(&helm, &["mode=both"]).unwrap_err();
     assert!(refused.contains("mode must be scheduler or extender"), "{refused}");
 }
+
+#[test]
+fn the_chart_carries_the_same_pod_group_crd_as_deploy() {
+    let name = "podgroups.scheduling.x-k8s.io.yaml";
+    let chart = std::fs::read_to_string(Path::new(CHART).join("crds").join(name)).unwrap();
+    let deploy = std::fs::read_to_string(Path::new("../deploy/crds").join(name)).unwrap();
+    assert_eq!(chart, deploy, "deploy/crds and the chart's crds/ differ");
+}

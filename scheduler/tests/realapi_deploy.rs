@@ -16,10 +16,17 @@ use serde_json::Value;
 fn objects(dir: &str) -> Vec<Value> {
     let base = std::path::Path::new("../deploy").join(dir);
     let k: Value = serde_yaml::from_str(&std::fs::read_to_string(base.join("kustomization.yaml")).unwrap()).unwrap();
-    let ns = k["namespace"].as_str().unwrap().to_string();
+    let ns = k["namespace"].as_str().unwrap_or("default").to_string();
     let mut out = Vec::new();
     for r in k["resources"].as_array().unwrap() {
-        let text = std::fs::read_to_string(base.join(r.as_str().unwrap())).unwrap();
+        let listed = base.join(r.as_str().unwrap());
+        if listed.is_dir() {
+            // Another kustomization (the CRDs): its files, cluster-scoped.
+            let inner = listed.strip_prefix("../deploy").unwrap().to_str().unwrap().to_string();
+            out.extend(objects(&inner));
+            continue;
+        }
+        let text = std::fs::read_to_string(listed).unwrap();
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let mut doc = Value::deserialize(doc).unwrap();
             if doc.is_null() {

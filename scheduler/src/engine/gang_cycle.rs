@@ -28,8 +28,8 @@ impl Cycler {
         }
     }
 
-    /// Places `first`'s group all at once, or none of it.
-    fn schedule_group(
+    /// Places `first`'s group all at once, or none of it (under the state lock in `run`).
+    pub fn schedule_group(
         &mut self,
         engine: &mut Engine,
         first: Attempt,

@@ -238,7 +238,7 @@ impl super::State {
             // A nomination made before a restart, or by another replica.
             self.engine.cache.nominator.nominate(info.clone(), node);
         }
-        self.engine.queue.add(info, now);
+        self.engine.enqueue(info, now);
     }
 
     /// Applies a pod deletion.

@@ -19,6 +19,7 @@ pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod pod_groups;
 pub mod preempt;
 pub mod server;
 pub mod watches;
@@ -41,7 +42,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tracing::{debug, error, info, info_span, warn};
 
 use crate::config_file;
-use crate::engine::{Cycler, Engine, Nomination, Outcome};
+use crate::engine::{Cycle, Cycler, Engine, Nomination, Outcome};
 use binder::BindRequest;
 
 /// What can stop `run` from starting.
@@ -99,6 +100,8 @@ pub struct State {
     pub synced_workloads: bool,
     /// PodDisruptionBudgets listed at least once (preemption must see them).
     pub synced_budgets: bool,
+    /// PodGroups listed (or their CRD found missing).
+    pub synced_pod_groups: bool,
     /// When the process started (for start-up timings in the logs).
     pub started: Instant,
     announced: bool,
@@ -107,7 +110,12 @@ pub struct State {
 impl State {
     /// Whether every cache has been listed at least once.
     pub fn all_synced(&self) -> bool {
-        self.synced_nodes && self.synced_pods && self.synced_namespaces && self.synced_workloads && self.synced_budgets
+        self.synced_nodes
+            && self.synced_pods
+            && self.synced_namespaces
+            && self.synced_workloads
+            && self.synced_budgets
+            && self.synced_pod_groups
     }
 
     /// Logs, once, that every cache has synced, with counts and the time since start.
@@ -166,6 +174,7 @@ impl Shared {
                 synced_namespaces: false,
                 synced_workloads: false,
                 synced_budgets: false,
+                synced_pod_groups: false,
                 started: Instant::now(),
                 announced: false,
             }),
@@ -218,6 +227,8 @@ impl Shared {
 enum Work {
     Bind(BindRequest),
     Unschedulable(Arc<PodInfo>, String, Nomination),
+    /// A PodGroup's decision: members placed, or `None` when it waits whole.
+    GroupStatus(String, Option<usize>),
 }
 
 /// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
@@ -280,6 +291,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     tokio::spawn(informer::run(client.clone(), shared.clone()));
     tokio::spawn(workloads::run(client.clone(), shared.clone()));
     tokio::spawn(budgets::run(client.clone(), shared.clone()));
+    tokio::spawn(pod_groups::run(client.clone(), shared.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);
@@ -340,6 +352,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             binder::bind_and_record(c, s, r, req).await;
                             drop(permit);
                         });
+                    }
+                    Work::GroupStatus(group, scheduled) => {
+                        tokio::spawn(pod_groups::write_status(client.clone(), group, scheduled));
                     }
                     Work::Unschedulable(pod, message, nomination) => {
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
@@ -449,6 +464,36 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
             let _ = shared.cv.wait_timeout(st, wait);
             continue;
         };
+        // A gang member: its whole group is decided at once, under the lock.
+        if let Ok(attempt) = &begun
+            && let Some((group, spec)) = st.engine.groups.gang_of(&attempt.queued.pod)
+        {
+            let Ok(attempt) = begun else { continue };
+            let cycles = cycler.schedule_group(&mut st.engine, attempt, &group, &spec, now);
+            if !shared.is_leader() {
+                for cycle in &cycles {
+                    if let Outcome::Scheduled { .. } = cycle.outcome {
+                        let key = cycle.queued.pod.key();
+                        if let Some(forgotten) = st.engine.cache.forget(&key) {
+                            st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
+                        }
+                        st.engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
+                    }
+                }
+                continue;
+            }
+            drop(st);
+            let placed = cycles.iter().filter(|c| matches!(c.outcome, Outcome::Scheduled { .. })).count();
+            if work.send(Work::GroupStatus(group, (placed > 0).then_some(placed))).is_err() {
+                return;
+            }
+            for cycle in cycles {
+                if !dispatch(&shared, &work, cycle, now) {
+                    return;
+                }
+            }
+            continue;
+        }
         drop(st);
         let cycle = match begun {
             Err(cycle) => cycle,
@@ -470,29 +515,36 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                 cycle
             }
         };
-        let pod = cycle.queued.pod.clone();
-        let started = now;
-        match cycle.outcome {
-            Outcome::Scheduled { node } => {
-                let req = BindRequest { pod, node, attempts: cycle.queued.attempts, profile: cycle.profile, started };
-                if work.send(Work::Bind(req)).is_err() {
-                    return;
-                }
-            }
-            Outcome::Unschedulable { message, nomination } => {
-                debug!(pod = %pod.key(), %message, "unschedulable");
-                shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
-                shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
-                if work.send(Work::Unschedulable(pod, message, nomination)).is_err() {
-                    return;
-                }
-            }
-            Outcome::Error { message } => {
-                warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
-                shared.stats.errors.fetch_add(1, Ordering::Relaxed);
-                shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
-            }
-            Outcome::Gone => debug!(pod = %pod.key(), "pod was deleted during its scheduling cycle"),
+        if !dispatch(&shared, &work, cycle, now) {
+            return;
+        }
+    }
+}
+
+/// Hands a finished cycle to the dispatcher: a bind, or an unschedulable report. False
+/// once the dispatcher is gone (shutting down).
+fn dispatch(shared: &Shared, work: &mpsc::UnboundedSender<Work>, cycle: Cycle, started: Instant) -> bool {
+    let pod = cycle.queued.pod.clone();
+    match cycle.outcome {
+        Outcome::Scheduled { node } => {
+            let req = BindRequest { pod, node, attempts: cycle.queued.attempts, profile: cycle.profile, started };
+            work.send(Work::Bind(req)).is_ok()
+        }
+        Outcome::Unschedulable { message, nomination } => {
+            debug!(pod = %pod.key(), %message, "unschedulable");
+            shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
+            shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
+            work.send(Work::Unschedulable(pod, message, nomination)).is_ok()
+        }
+        Outcome::Error { message } => {
+            warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
+            shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+            shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
+            true
+        }
+        Outcome::Gone => {
+            debug!(pod = %pod.key(), "pod was deleted during its scheduling cycle");
+            true
         }
     }
 }
@@ -550,6 +602,7 @@ mod tests {
             st.synced_namespaces = true;
             st.synced_workloads = true;
             st.synced_budgets = true;
+            st.synced_pod_groups = true;
             let node = NodeInfo::from_node(&NodeBuilder::new("a").build()).unwrap();
             st.engine.cache.upsert_node(node);
             let pod = PodBuilder::new("slow").scheduler("custom-scheduler").build();

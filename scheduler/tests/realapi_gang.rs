@@ -1,0 +1,114 @@
+//! Gang scheduling by `custom-scheduler run` on a real kube-apiserver v1.36.2, with the
+//! PodGroup CRD of deploy/crds applied. No kubelet runs: pods are removed by force
+//! deletion, as the kubelet would once they stopped.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use algorithms::testing::{NodeBuilder, PodBuilder};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::pinned_kind;
+use realapi::{Ours, events_about, plane};
+use testing::api::{self, node_of};
+
+const NS: &str = "default";
+
+fn member(name: &str, group: &str) -> Pod {
+    let b = PodBuilder::new(name).namespace(NS).scheduler("custom-scheduler").req("3", "1Gi");
+    if group.is_empty() { b.build() } else { b.label(scheduler::gang::POD_GROUP_LABEL, group).build() }
+}
+
+/// Where each pod whose name starts with `prefix` is bound (unbound ones left out).
+async fn bound(client: &kube::Client, prefix: &str) -> BTreeMap<String, String> {
+    api::pods(client, NS)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+        .filter_map(|p| Some((p.metadata.name.clone()?, node_of(p)?.to_string())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_are_bound_whole_or_not_at_all() {
+    let Some(p) = plane("gangs_are_bound_whole_or_not_at_all").await else {
+        return;
+    };
+    let client = &p.client;
+    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    let gvk = scheduler::run::pod_groups::gvk();
+    let ar = api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
+        pinned_kind(client, &gvk).await.ok().map(|(ar, _)| ar)
+    })
+    .await;
+    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+    for name in ["a", "b"] {
+        let pg: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NS}, "spec": {"minMember": 2}
+        }))
+        .unwrap();
+        groups.create(&PostParams::default(), &pg).await.unwrap();
+    }
+    // Three 4-CPU nodes: room for three 3-CPU pods.
+    let nodes: Vec<Node> =
+        (0..3).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "16Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 3).await.unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+
+    // Gang a fits: both members bound, on two nodes.
+    api::create_pods(client, &[member("a-0", "a"), member("a-1", "a")], 2).await.unwrap();
+    let a = api::wait_for("gang a bound", Duration::from_secs(60), || async {
+        let b = bound(client, "a-").await;
+        (b.len() == 2).then_some(b)
+    })
+    .await;
+    assert_ne!(a["a-0"], a["a-1"]);
+
+    // Gang b: one member would fit on the third node, the second nowhere: neither is
+    // bound, and the member that fit holds nothing (a plain pod takes that node).
+    api::create_pods(client, &[member("b-0", "b"), member("b-1", "b")], 2).await.unwrap();
+    let events = api::wait_for("gang b reported unschedulable", Duration::from_secs(30), || async {
+        let events = api::events(client, NS).await.ok()?;
+        let failed = events_about(&events, "b-0", "FailedScheduling");
+        let note = failed.first()?.note.clone().unwrap_or_default();
+        note.contains(r#"pod group "default/b": 1 of the 2 pods it needs fit"#).then_some(events)
+    })
+    .await;
+    assert!(!events_about(&events, "b-1", "FailedScheduling").is_empty());
+    assert!(bound(client, "b-").await.is_empty());
+    api::create_pod(client, &member("plain", "")).await.unwrap();
+    let plain = api::wait_for("the plain pod bound", Duration::from_secs(30), || async {
+        bound(client, "plain").await.remove("plain")
+    })
+    .await;
+    assert!(!a.values().any(|n| *n == plain), "plain pod on a full node: {plain}");
+    assert!(bound(client, "b-").await.is_empty());
+    let status = groups.get_status("a").await.unwrap().data["status"].clone();
+    assert_eq!((status["phase"].as_str(), status["scheduled"].as_u64()), (Some("Scheduled"), Some(2)), "{status}");
+
+    // Capacity frees (a-0 and the plain pod end): gang b is placed whole.
+    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.delete("a-0", &now).await.unwrap();
+    pods.delete("plain", &now).await.unwrap();
+    let b = api::wait_for("gang b bound", Duration::from_secs(60), || async {
+        let b = bound(client, "b-").await;
+        (b.len() == 2).then_some(b)
+    })
+    .await;
+    assert_ne!(b["b-0"], b["b-1"]);
+    let status = api::wait_for("gang b's status", Duration::from_secs(10), || async {
+        let s = groups.get_status("b").await.ok()?.data["status"].clone();
+        (s["phase"] == "Scheduled").then_some(s)
+    })
+    .await;
+    assert_eq!(status["scheduled"], 2);
+}
