@@ -24,15 +24,30 @@ table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh${*:+ $*}\`
 | workload | nodes | measured pods | scheduled | pods/s | p50 ms | p99 ms | peak MiB | preemptions |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|
 ${rows}"
-python3 - "$table" <<'PY'
+# Gang scheduling: GangTraining with the default and the gpu profile.
+gang_rows=""
+for profile in default gpu; do
+  echo "running GangTraining with the $profile profile" >&2
+  flags=()
+  [ "$profile" = gpu ] && flags=(--config deploy/examples/gpu-profile.yaml)
+  gang_rows+=$("$bin" simulate --workload GangTraining "${flags[@]}" --output json --seed 1 "$@" \
+    | python3 bench/gang_summary.py "GangTraining, $profile profile")$'\n'
+done
+gang_table="| workload | nodes | jobs | jobs placed | jobs placed in part | GPUs allocated when the first job is refused | GPUs allocated at the end | pods/s | p50 ms | p99 ms | peak MiB |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+${gang_rows}"
+python3 - "$table" "$gang_table" <<'PY'
 import re, sys
-table = sys.argv[1].rstrip() + "\n"
 text = open("README.md").read()
-start, end = "<!-- perf-table-start -->", "<!-- perf-table-end -->"
-if start not in text:
-    text += f"\n## Performance\n\n{start}\n{end}\n"
-pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
-text = pattern.sub(lambda _: f"{start}\n{table}{end}", text)
+for (start, end), table in zip(
+    [("<!-- perf-table-start -->", "<!-- perf-table-end -->"), ("<!-- gang-table-start -->", "<!-- gang-table-end -->")],
+    sys.argv[1:],
+):
+    table = table.rstrip() + "\n"
+    if start not in text:
+        text += f"\n{start}\n{end}\n"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: f"{start}\n{table}{end}", text)
 open("README.md", "w").write(text)
 PY
 echo "README.md updated" >&2

@@ -26,7 +26,12 @@ pub struct Workload {
     pub init_pods: Vec<core::Pod>,
     /// Pods whose scheduling is measured.
     pub measured_pods: Vec<core::Pod>,
+    /// PodGroups (`namespace/name`, minMember) of gang workloads.
+    pub pod_groups: Vec<(String, u32)>,
 }
+
+/// The label naming a pod's PodGroup.
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
 /// Every workload name with its default (nodes, init pods, measured pods).
 pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
@@ -39,6 +44,7 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("Unschedulable", 5000, 200, 5000),
     ("SchedulingGpu", 5000, 1000, 5000),
     ("SchedulingGpuPacking", 5000, 0, 2000),
+    ("GangTraining", 5000, 0, 3000),
     ("SchedulingChurn", 5000, 1000, 10000),
     ("PreemptionBasic", 5000, 20000, 1000),
 ];
@@ -132,6 +138,10 @@ pub fn generate(
     let init = if pods.is_some() { (di * m).div_ceil(dm.max(1)) } else { di };
     let mut w = Workload { name: canonical.to_string(), ..Default::default() };
     w.cluster.namespaces = vec![namespace("sched-perf", &[])];
+    if canonical == "GangTraining" {
+        gang_training(&mut w, n, m, &mut on_measured);
+        return Some(w);
+    }
     let gpu = canonical == "SchedulingGpu";
     let packing = canonical == "SchedulingGpuPacking";
     w.cluster.nodes = (0..n)
@@ -187,6 +197,49 @@ pub fn generate(
         on_measured(with_created(make("pod", i), init + i));
     }
     Some(w)
+}
+
+/// GangTraining: a tenth of the nodes have 8 GPUs (tainted); a stream of training jobs,
+/// each a PodGroup of 2-16 workers that all need 1, 2, 4 or 8 GPUs, every job followed by
+/// four CPU pods, until `m` pods. A worker is named `gang-G-gN-K`: job G, N GPUs, worker K.
+fn gang_training(w: &mut Workload, n: usize, m: usize, on_measured: &mut impl FnMut(core::Pod)) {
+    w.cluster.nodes = (0..n)
+        .map(|i| {
+            if i % 10 == 0 {
+                base_node(i)
+                    .capacity("64", "512Gi", "110")
+                    .resource(GPU, "8")
+                    .taint(GPU, "present", "NoSchedule")
+                    .build()
+            } else {
+                base_node(i).build()
+            }
+        })
+        .collect();
+    let (mut made, mut job, mut seq) = (0, 0, 0);
+    while made < m {
+        let size = (2 + (job * 7) % 15).min(m - made);
+        let gpus = [1, 2, 4, 8][(job * 3) % 4];
+        let group = format!("gang-{job}");
+        w.pod_groups.push((format!("sched-perf/{group}"), size as u32));
+        for k in 0..size {
+            let p = PodBuilder::new(&format!("{group}-g{gpus}-{k}"))
+                .namespace("sched-perf")
+                .scheduler(SCHEDULER)
+                .label(POD_GROUP_LABEL, &group)
+                .req_list(&[("cpu", "4"), ("memory", "16Gi"), (GPU, &gpus.to_string())])
+                .toleration(GPU, "Exists", "", "NoSchedule");
+            on_measured(with_created(p.build(), seq));
+            seq += 1;
+        }
+        made += size;
+        for k in 0..4.min(m - made) {
+            on_measured(with_created(base_pod(&format!("cpu-{job}"), k).build(), seq));
+            seq += 1;
+            made += 1;
+        }
+        job += 1;
+    }
 }
 
 #[cfg(test)]

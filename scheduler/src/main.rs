@@ -105,7 +105,7 @@ enum Command {
         /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
         /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
         /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingGpuPacking,
-        /// SchedulingChurn, PreemptionBasic).
+        /// GangTraining, SchedulingChurn, PreemptionBasic).
         #[arg(long)]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).
@@ -404,7 +404,17 @@ fn run_workload(
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
         budgets: Default::default(),
-        pod_groups: Default::default(),
+        pod_groups: w
+            .pod_groups
+            .iter()
+            .map(|(key, min)| {
+                let spec = scheduler::gang::PodGroupSpec {
+                    min_member: *min,
+                    schedule_timeout: scheduler::gang::DEFAULT_SCHEDULE_TIMEOUT,
+                };
+                (key.clone(), spec)
+            })
+            .collect(),
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

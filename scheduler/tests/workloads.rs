@@ -243,3 +243,45 @@ fn churn(snap: &mut algorithms::Snapshot, placed: &mut Vec<(usize, String, Strin
         snap.set_nodes(nodes);
     }
 }
+
+/// GangTraining with its PodGroups: every job is placed whole or not at all, with the
+/// default and with the gpu profile.
+#[test]
+fn gang_training_places_every_job_whole_or_not_at_all() {
+    let text = std::fs::read_to_string("../deploy/examples/gpu-profile.yaml").unwrap();
+    let gpu = scheduler::config_file::parse(&text, "gpu-profile.yaml").unwrap().build_profiles().unwrap();
+    for profiles in [vec![default_profile("custom-scheduler")], gpu] {
+        let w = workload("GangTraining", Some(200), Some(300)).unwrap();
+        let sizes: std::collections::BTreeMap<String, u32> =
+            w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
+        let objects = ClusterObjects {
+            nodes: w.cluster.nodes,
+            pods: w.measured_pods,
+            namespaces: w.cluster.namespaces,
+            pod_groups: w
+                .pod_groups
+                .iter()
+                .map(|(k, min)| {
+                    let spec = scheduler::gang::PodGroupSpec {
+                        min_member: *min,
+                        schedule_timeout: scheduler::gang::DEFAULT_SCHEDULE_TIMEOUT,
+                    };
+                    (k.clone(), spec)
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let parsed = parse_cluster(&objects, "GangTraining").unwrap();
+        let opts = SimulateOptions { seed: 1, ..Default::default() };
+        let r = run_phased(profiles, parsed, Vec::new(), &opts);
+        let mut placed: std::collections::BTreeMap<String, u32> = Default::default();
+        for key in r.placements.keys().filter(|k| k.contains("/gang-")) {
+            let job = key.trim_start_matches("sched-perf/").splitn(3, '-').take(2).collect::<Vec<_>>().join("-");
+            *placed.entry(job).or_default() += 1;
+        }
+        assert!(!placed.is_empty() && placed.len() < sizes.len(), "{placed:?}");
+        for (job, n) in &placed {
+            assert_eq!(Some(n), sizes.get(job), "{job} placed in part");
+        }
+    }
+}
