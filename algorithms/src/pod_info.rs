@@ -193,6 +193,9 @@ pub struct PodInfo {
     /// The pod carries a `DisruptionTarget=True` condition with reason `PreemptionByScheduler`
     /// (the first DisruptionTarget condition decides).
     pub preempted_by_scheduler: bool,
+    /// `spec.schedulingGroup.podGroupName`: the `scheduling.k8s.io` PodGroup (in the pod's
+    /// namespace) the pod belongs to.
+    pub scheduling_group: Option<String>,
 }
 
 impl PodInfo {
@@ -247,6 +250,11 @@ impl PodInfo {
             never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
             started_nanos: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_nanosecond()),
             nominated_node: pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
+            scheduling_group: spec
+                .scheduling_group
+                .as_ref()
+                .and_then(|g| g.pod_group_name.clone())
+                .filter(|n| !n.is_empty()),
             preempted_by_scheduler: pod
                 .status
                 .as_ref()

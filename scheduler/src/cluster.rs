@@ -67,6 +67,8 @@ pub struct ClusterObjects {
     pub budgets: Vec<algorithms::preemption::Budget>,
     /// PodGroups (`scheduling.x-k8s.io/v1alpha1`) by `namespace/name`.
     pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
+    /// PodGroups (`scheduling.k8s.io/v1alpha2`) by `namespace/name`; `None` for the basic policy.
+    pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
 }
 
 /// Parses JSON or (multi-document) YAML text into JSON values.
@@ -174,6 +176,18 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
                 })?;
                 out.pod_groups.push(group);
             }
+            "PodGroup"
+                if v.get("apiVersion").and_then(Value::as_str) == Some(crate::gang::KUBE_POD_GROUP_API_VERSION) =>
+            {
+                let group = crate::gang::parse_kube_pod_group(&v).map_err(|message| LoadError::Object {
+                    path: path.into(),
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    field: "spec.schedulingPolicy".into(),
+                    message,
+                })?;
+                out.kube_pod_groups.push(group);
+            }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
                 out.budgets.push(algorithms::preemption::Budget::from_api(&pdb));
@@ -209,6 +223,8 @@ pub struct ParsedCluster {
     pub budgets: Vec<algorithms::preemption::Budget>,
     /// PodGroups by `namespace/name`.
     pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
+    /// `scheduling.k8s.io` PodGroups by `namespace/name`.
+    pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
 }
 
 /// Whether a pod has finished (its resources are free again).
@@ -275,6 +291,7 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         workloads: objects.workloads.clone(),
         budgets: objects.budgets.clone(),
         pod_groups: objects.pod_groups.clone(),
+        kube_pod_groups: objects.kube_pod_groups.clone(),
     })
 }
 

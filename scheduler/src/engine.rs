@@ -127,10 +127,12 @@ impl Engine {
         self.profiles.iter().any(|p| p.scheduler_name == pod.scheduler_name)
     }
 
-    /// Queues a pending pod. A gang member's arrival also wakes its parked siblings, which
-    /// may have been waiting for the group to reach its minimum.
+    /// Queues a pending pod (or refreshes a queued one). A new gang member also wakes its
+    /// parked siblings, which may have been waiting for the group to reach its minimum.
     pub fn enqueue(&mut self, pod: Arc<PodInfo>, now: Instant) {
-        let group = self.groups.gang_of(&pod).map(|(g, _)| g);
+        // Only a new member counts: an update of one already queued (its status, say)
+        // changes nothing for the group.
+        let group = self.groups.gang_of(&pod).map(|(g, _)| g).filter(|_| !self.queue.contains(&pod.key()));
         self.queue.add(pod, now);
         if let Some(g) = group {
             for key in self.queue.keys_where(|p| gang::group_of(p).as_deref() == Some(g.as_str())) {

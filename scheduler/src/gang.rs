@@ -1,12 +1,17 @@
-//! Gang scheduling: the pods of a PodGroup (scheduler-plugins' `scheduling.x-k8s.io/v1alpha1`,
-//! members labelled `scheduling.x-k8s.io/pod-group: NAME`) are placed together or not at all.
+//! Gang scheduling: the pods of a PodGroup are placed together or not at all. Two APIs
+//! name groups: scheduler-plugins' `scheduling.x-k8s.io/v1alpha1` PodGroup (members
+//! labelled `scheduling.x-k8s.io/pod-group: NAME`, `spec.minMember`), as Kubeflow's
+//! training operator creates it, and Kubernetes' own alpha `scheduling.k8s.io/v1alpha2`
+//! PodGroup (members set `spec.schedulingGroup.podGroupName`; a gang policy's
+//! `minCount`; a basic policy schedules members one by one).
 //!
-//! A group is tried only once at least `minMember` of its pods exist. Then all of its
+//! A group is tried only once at least its minimum of pods exist. Then all of its
 //! pending pods are taken from the queue and placed one after another, each assumed in
 //! the cache so that the next sees it (affinity, spreading, resources); if fewer than the
 //! minimum (less those already running) found a node, every assumption is undone and the
 //! whole group waits for a cluster change. A group is never left half placed, so two groups
-//! that cannot both fit never hold each other's capacity.
+//! that cannot both fit never hold each other's capacity. A pod naming a
+//! `scheduling.k8s.io` PodGroup that does not exist yet waits for it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,8 +22,11 @@ use serde_json::Value;
 /// The label naming a pod's PodGroup (in the pod's namespace).
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
-/// The PodGroup API version read.
+/// scheduler-plugins' PodGroup API version.
 pub const POD_GROUP_API_VERSION: &str = "scheduling.x-k8s.io/v1alpha1";
+
+/// Kubernetes' PodGroup API version.
+pub const KUBE_POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1alpha2";
 
 /// scheduler-plugins' default `scheduleTimeoutSeconds`.
 pub const DEFAULT_SCHEDULE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,9 +40,27 @@ pub struct PodGroupSpec {
     pub schedule_timeout: Duration,
 }
 
-/// The PodGroup of `pod`, as `namespace/name`, if it names one.
+/// The PodGroup of `pod`, as `namespace/name`, if it names one (`spec.schedulingGroup`
+/// first, then the scheduler-plugins label).
 pub fn group_of(pod: &PodInfo) -> Option<String> {
-    pod.labels.get(POD_GROUP_LABEL).filter(|g| !g.is_empty()).map(|g| format!("{}/{g}", pod.namespace))
+    let name = pod.scheduling_group.as_ref().or_else(|| pod.labels.get(POD_GROUP_LABEL).filter(|g| !g.is_empty()))?;
+    Some(format!("{}/{name}", pod.namespace))
+}
+
+/// Reads a `scheduling.k8s.io/v1alpha2` PodGroup: its `namespace/name`, and its spec when
+/// its policy is gang (`None` for the basic policy).
+pub fn parse_kube_pod_group(v: &Value) -> Result<(String, Option<PodGroupSpec>), String> {
+    let name = v["metadata"]["name"].as_str().filter(|n| !n.is_empty()).ok_or("PodGroup without metadata.name")?;
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let key = format!("{ns}/{name}");
+    let gang = &v["spec"]["schedulingPolicy"]["gang"];
+    if gang.is_null() {
+        return Ok((key, None));
+    }
+    let min = gang["minCount"].as_u64().and_then(|m| u32::try_from(m).ok()).filter(|m| *m >= 1).ok_or_else(|| {
+        format!("PodGroup {key}: spec.schedulingPolicy.gang.minCount {} must be positive", gang["minCount"])
+    })?;
+    Ok((key, Some(PodGroupSpec { min_member: min, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT })))
 }
 
 /// Reads a PodGroup object: its `namespace/name` and spec.
@@ -59,33 +85,52 @@ pub fn parse_pod_group(v: &Value) -> Result<(String, PodGroupSpec), String> {
     Ok((format!("{ns}/{name}"), PodGroupSpec { min_member, schedule_timeout }))
 }
 
-/// The PodGroups the scheduler knows, by `namespace/name`.
+/// Where a group is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// `scheduling.x-k8s.io/v1alpha1` (members by label).
+    SchedulerPlugins,
+    /// `scheduling.k8s.io/v1alpha2` (members by `spec.schedulingGroup`).
+    Kubernetes,
+}
+
+/// The API a pod names its group through.
+pub fn api_of(pod: &PodInfo) -> Api {
+    if pod.scheduling_group.is_some() { Api::Kubernetes } else { Api::SchedulerPlugins }
+}
+
+/// The PodGroups the scheduler knows, by API and `namespace/name`; `None` specs are
+/// Kubernetes groups with the basic policy.
 #[derive(Debug, Clone, Default)]
 pub struct Groups {
-    specs: HashMap<String, PodGroupSpec>,
+    specs: HashMap<(Api, String), Option<PodGroupSpec>>,
 }
 
 impl Groups {
-    /// Adds or replaces a group.
+    /// Adds or replaces a scheduler-plugins group.
     pub fn upsert(&mut self, key: String, spec: PodGroupSpec) {
-        self.specs.insert(key, spec);
+        self.specs.insert((Api::SchedulerPlugins, key), Some(spec));
     }
 
-    /// Forgets a group.
-    pub fn remove(&mut self, key: &str) {
-        self.specs.remove(key);
+    /// Replaces every group of `api`.
+    pub fn set_all(&mut self, api: Api, groups: impl IntoIterator<Item = (String, Option<PodGroupSpec>)>) {
+        self.specs.retain(|(a, _), _| *a != api);
+        self.specs.extend(groups.into_iter().map(|(k, s)| ((api, k), s)));
     }
 
-    /// The spec of a group.
-    pub fn get(&self, key: &str) -> Option<&PodGroupSpec> {
-        self.specs.get(key)
-    }
-
-    /// The group `pod` is a gang member of: it names a group the scheduler knows.
+    /// The group `pod` is a gang member of: it names a gang group the scheduler knows.
     pub fn gang_of(&self, pod: &PodInfo) -> Option<(String, PodGroupSpec)> {
         let key = group_of(pod)?;
-        let spec = self.specs.get(&key)?.clone();
+        let spec = self.specs.get(&(api_of(pod), key.clone()))?.clone()?;
         Some((key, spec))
+    }
+
+    /// The `scheduling.k8s.io` group `pod` names when it does not exist (yet): such a pod
+    /// waits for it.
+    pub fn missing(&self, pod: &PodInfo) -> Option<String> {
+        pod.scheduling_group.as_ref()?;
+        let key = group_of(pod)?;
+        (!self.specs.contains_key(&(Api::Kubernetes, key.clone()))).then_some(key)
     }
 
     /// Whether no group is known.
@@ -116,5 +161,40 @@ mod tests {
         ] {
             assert!(parse_pod_group(&bad).is_err(), "{bad}");
         }
+    }
+    #[test]
+    fn kubernetes_pod_groups_are_gangs_only_with_a_gang_policy() {
+        let gang = json!({"metadata": {"name": "g", "namespace": "ml"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}});
+        let (key, spec) = parse_kube_pod_group(&gang).unwrap();
+        assert_eq!((key.as_str(), spec.map(|s| s.min_member)), ("ml/g", Some(3)));
+        let basic = json!({"metadata": {"name": "b"}, "spec": {"schedulingPolicy": {"basic": {}}}});
+        assert_eq!(parse_kube_pod_group(&basic).unwrap(), ("default/b".to_string(), None));
+        let bad = json!({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}});
+        assert!(parse_kube_pod_group(&bad).is_err());
+    }
+
+    #[test]
+    fn pods_find_their_group_through_either_api() {
+        use algorithms::testing::PodBuilder;
+        let spec = |min| PodGroupSpec { min_member: min, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT };
+        let mut groups = Groups::default();
+        groups.upsert("default/a".into(), spec(2));
+        groups
+            .set_all(Api::Kubernetes, [("default/k".to_string(), Some(spec(3))), ("default/basic".to_string(), None)]);
+        let labelled = PodBuilder::new("p").label(POD_GROUP_LABEL, "a").info();
+        assert_eq!(groups.gang_of(&labelled).map(|(k, s)| (k, s.min_member)), Some(("default/a".into(), 2)));
+        let mut member = PodBuilder::new("q").info();
+        member.scheduling_group = Some("k".into());
+        assert_eq!(groups.gang_of(&member).map(|(k, s)| (k, s.min_member)), Some(("default/k".into(), 3)));
+        member.scheduling_group = Some("basic".into());
+        assert!(groups.gang_of(&member).is_none() && groups.missing(&member).is_none());
+        member.scheduling_group = Some("later".into());
+        assert_eq!(groups.missing(&member).as_deref(), Some("default/later"));
+        // A label names no Kubernetes group: the same name through the other API is another group.
+        let other = PodBuilder::new("r").label(POD_GROUP_LABEL, "k").info();
+        assert!(groups.gang_of(&other).is_none());
+        // Replacing one API's groups leaves the other's.
+        groups.set_all(Api::Kubernetes, []);
+        assert!(groups.gang_of(&labelled).is_some());
     }
 }

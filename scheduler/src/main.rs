@@ -307,6 +307,7 @@ fn demo_objects(seed: u64) -> ClusterObjects {
         workloads: Default::default(),
         budgets: Default::default(),
         pod_groups: Default::default(),
+        kube_pod_groups: Default::default(),
     }
 }
 
@@ -415,6 +416,7 @@ fn run_workload(
                 (key.clone(), spec)
             })
             .collect(),
+        kube_pod_groups: Vec::new(),
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

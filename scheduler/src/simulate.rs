@@ -182,6 +182,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
     for (key, spec) in cluster.pod_groups {
         engine.groups.upsert(key, spec);
     }
+    engine.groups.set_all(crate::gang::Api::Kubernetes, cluster.kube_pod_groups);
     for node in cluster.nodes {
         engine.cache.upsert_node(node);
     }

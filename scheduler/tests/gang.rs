@@ -141,3 +141,36 @@ fn pods_naming_an_unknown_group_are_scheduled_one_by_one() {
     let r = simulate(1, vec![member("x-0", "unknown", "1", 1)], &[]);
     assert_eq!(r.scheduled, 1);
 }
+
+/// A member of Kubernetes' PodGroup `group` (`spec.schedulingGroup`).
+fn kube_member(name: &str, group: &str, cpu: &str, age: i64) -> k8s_openapi::api::core::v1::Pod {
+    let mut p = PodBuilder::new(name).scheduler("custom-scheduler").req(cpu, "1Gi").started(age).build();
+    p.spec.as_mut().unwrap().scheduling_group =
+        Some(k8s_openapi::api::core::v1::PodSchedulingGroup { pod_group_name: Some(group.into()) });
+    p
+}
+
+#[test]
+fn kubernetes_pod_groups_gang_wait_for_the_group_or_schedule_one_by_one() {
+    let spec = |min| Some(PodGroupSpec { min_member: min, schedule_timeout: Duration::from_secs(60) });
+    let objects = ClusterObjects {
+        nodes: (0..2).map(|i| NodeBuilder::new(&format!("node-{i}")).capacity("4", "16Gi", "110").build()).collect(),
+        pods: vec![
+            // A gang of three 3-CPU pods on two nodes: none placed.
+            kube_member("gang-0", "gang", "3", 0),
+            kube_member("gang-1", "gang", "3", 1),
+            kube_member("gang-2", "gang", "3", 2),
+            // The basic policy: one by one.
+            kube_member("basic-0", "basic", "1", 3),
+            // A group that does not exist: the pod waits.
+            kube_member("orphan-0", "absent", "1", 4),
+        ],
+        kube_pod_groups: vec![("default/gang".into(), spec(3)), ("default/basic".into(), None)],
+        ..Default::default()
+    };
+    let parsed = parse_cluster(&objects, "test").unwrap();
+    let r = run(vec![default_profile("custom-scheduler")], parsed, &SimulateOptions { seed: 1, ..Default::default() });
+    assert_eq!(r.placements.keys().collect::<Vec<_>>(), ["default/basic-0"], "{:?}", r.failures);
+    assert!(r.failures["default/gang-0"].starts_with(r#"pod group "default/gang": 2 of the 3 pods it needs fit"#));
+    assert_eq!(r.failures["default/orphan-0"], r#"pod group "default/absent" does not exist yet"#);
+}

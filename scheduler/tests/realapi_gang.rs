@@ -34,6 +34,13 @@ async fn bound(client: &kube::Client, prefix: &str) -> BTreeMap<String, String> 
         .collect()
 }
 
+/// The message of the pod's `PodScheduled` condition, as the scheduler last wrote it.
+async fn scheduled_condition(client: &kube::Client, name: &str) -> Option<String> {
+    let pod = Api::<Pod>::namespaced(client.clone(), NS).get(name).await.ok()?;
+    let conditions = pod.status?.conditions?;
+    conditions.into_iter().find(|c| c.type_ == "PodScheduled")?.message
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gangs_are_bound_whole_or_not_at_all() {
     let Some(p) = plane("gangs_are_bound_whole_or_not_at_all").await else {
@@ -75,14 +82,23 @@ async fn gangs_are_bound_whole_or_not_at_all() {
     // Gang b: one member would fit on the third node, the second nowhere: neither is
     // bound, and the member that fit holds nothing (a plain pod takes that node).
     api::create_pods(client, &[member("b-0", "b"), member("b-1", "b")], 2).await.unwrap();
-    let events = api::wait_for("gang b reported unschedulable", Duration::from_secs(30), || async {
-        let events = api::events(client, NS).await.ok()?;
-        let failed = events_about(&events, "b-0", "FailedScheduling");
-        let note = failed.first()?.note.clone().unwrap_or_default();
-        note.contains(r#"pod group "default/b": 1 of the 2 pods it needs fit"#).then_some(events)
+    api::wait_for("gang b reported unschedulable", Duration::from_secs(30), || async {
+        scheduled_condition(client, "b-0")
+            .await?
+            .contains(r#"pod group "default/b": 1 of the 2 pods it needs fit"#)
+            .then_some(())
     })
     .await;
-    assert!(!events_about(&events, "b-1", "FailedScheduling").is_empty());
+    // Each member's FailedScheduling event names the group (the first report may be the
+    // wait for the rest of the group to exist; a repeated event keeps its first note).
+    let events = api::events(client, NS).await.unwrap();
+    for name in ["b-0", "b-1"] {
+        let failed = events_about(&events, name, "FailedScheduling");
+        assert!(
+            failed.iter().any(|e| e.note.as_deref().unwrap_or("").contains(r#"pod group "default/b""#)),
+            "{name}: {failed:?}"
+        );
+    }
     assert!(bound(client, "b-").await.is_empty());
     api::create_pod(client, &member("plain", "")).await.unwrap();
     let plain = api::wait_for("the plain pod bound", Duration::from_secs(30), || async {
@@ -111,4 +127,66 @@ async fn gangs_are_bound_whole_or_not_at_all() {
     })
     .await;
     assert_eq!(status["scheduled"], 2);
+}
+
+/// Kubernetes' own alpha PodGroup (`scheduling.k8s.io/v1alpha2`, with the GenericWorkload
+/// and GangScheduling feature gates on): members set `spec.schedulingGroup`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_pod_groups_are_bound_whole_or_not_at_all() {
+    let test = "kubernetes_pod_groups_are_bound_whole_or_not_at_all";
+    let opts = testing::ControlPlaneOptions {
+        apiserver_args: vec![
+            "--feature-gates=GenericWorkload=true,GangScheduling=true".into(),
+            "--runtime-config=scheduling.k8s.io/v1alpha2=true".into(),
+        ],
+    };
+    let Some(p) = realapi::plane_with(test, opts).await else {
+        return;
+    };
+    let client = &p.client;
+    let ar = api::wait_for("the scheduling.k8s.io PodGroup kind served", Duration::from_secs(30), || async {
+        pinned_kind(client, &scheduler::run::pod_groups::kube_gvk()).await.ok().map(|(ar, _)| ar)
+    })
+    .await;
+    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+    for (name, min) in [("fits", 2), ("too-big", 3)] {
+        let pg: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}
+        }))
+        .unwrap();
+        groups.create(&PostParams::default(), &pg).await.unwrap_or_else(|e| panic!("PodGroup {name}: {e}"));
+    }
+    let nodes: Vec<Node> =
+        (0..4).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "16Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 4).await.unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let kube_member = |name: &str, group: &str| {
+        let mut pod = member(name, "");
+        pod.spec.as_mut().unwrap().scheduling_group =
+            Some(k8s_openapi::api::core::v1::PodSchedulingGroup { pod_group_name: Some(group.into()) });
+        pod
+    };
+    let pods = [kube_member("fits-0", "fits"), kube_member("fits-1", "fits")];
+    api::create_pods(client, &pods, 2).await.unwrap();
+    let fits = api::wait_for("group fits bound", Duration::from_secs(60), || async {
+        let b = bound(client, "fits-").await;
+        (b.len() == 2).then_some(b)
+    })
+    .await;
+    assert_ne!(fits["fits-0"], fits["fits-1"]);
+    // Two nodes are left for three 3-CPU members: none is bound.
+    let pods =
+        [kube_member("too-big-0", "too-big"), kube_member("too-big-1", "too-big"), kube_member("too-big-2", "too-big")];
+    api::create_pods(client, &pods, 3).await.unwrap();
+    let created: Pod = Api::<Pod>::namespaced(client.clone(), NS).get("too-big-0").await.unwrap();
+    let group = created.spec.unwrap().scheduling_group.and_then(|g| g.pod_group_name);
+    assert_eq!(group.as_deref(), Some("too-big"), "the API server dropped spec.schedulingGroup");
+    api::wait_for("group too-big reported unschedulable", Duration::from_secs(30), || async {
+        let message = scheduled_condition(client, "too-big-0").await?;
+        message.contains(r#"pod group "default/too-big": 2 of the 3 pods it needs fit"#).then_some(())
+    })
+    .await;
+    assert!(bound(client, "too-big-").await.is_empty());
 }

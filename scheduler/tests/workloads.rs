@@ -19,6 +19,7 @@ fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
         workloads: Default::default(),
         budgets: Default::default(),
         pod_groups: Default::default(),
+        kube_pod_groups: Default::default(),
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -160,6 +161,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             workloads: Default::default(),
             budgets: Default::default(),
             pod_groups: Default::default(),
+            kube_pod_groups: Default::default(),
         };
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");

@@ -20,12 +20,22 @@ impl Cycler {
             Err(cycle) => Some(vec![cycle]),
             Ok(attempt) => match engine.groups.gang_of(&attempt.queued.pod) {
                 Some((group, spec)) => Some(self.schedule_group(engine, attempt, &group, &spec, now)),
+                None if let Some(group) = engine.groups.missing(&attempt.queued.pod) => {
+                    Some(vec![self.wait_for_group(engine, attempt, &group, now)])
+                }
                 None => {
                     let decision = self.evaluate(&attempt);
                     Some(vec![self.finish(engine, attempt, decision, now)])
                 }
             },
         }
+    }
+
+    /// Parks a pod whose `scheduling.k8s.io` PodGroup does not exist yet; the group's
+    /// arrival wakes it.
+    pub fn wait_for_group(&mut self, engine: &mut Engine, attempt: Attempt, group: &str, now: Instant) -> Cycle {
+        let message = format!("pod group {group:?} does not exist yet");
+        self.park(engine, attempt, message, vec![COSCHEDULING], now)
     }
 
     /// Places `first`'s group all at once, or none of it (under the state lock in `run`).
@@ -37,7 +47,8 @@ impl Cycler {
         spec: &PodGroupSpec,
         now: Instant,
     ) -> Vec<Cycle> {
-        let in_group = |p: &PodInfo| gang::group_of(p).as_deref() == Some(group);
+        let api = gang::api_of(&first.queued.pod);
+        let in_group = |p: &PodInfo| gang::api_of(p) == api && gang::group_of(p).as_deref() == Some(group);
         let running = self.snapshot.nodes.iter().flat_map(|n| n.pods.iter()).filter(|p| in_group(p)).count();
         let pending = engine.queue.keys_where(in_group);
         let min = spec.min_member as usize;

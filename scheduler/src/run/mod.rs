@@ -464,10 +464,23 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
             let _ = shared.cv.wait_timeout(st, wait);
             continue;
         };
+        // A pod whose PodGroup does not exist yet waits for it.
+        if let Ok(attempt) = &begun
+            && let Some(group) = st.engine.groups.missing(&attempt.queued.pod)
+        {
+            let Ok(attempt) = begun else { continue };
+            let cycle = cycler.wait_for_group(&mut st.engine, attempt, &group, now);
+            drop(st);
+            if !dispatch(&shared, &work, cycle, now) {
+                return;
+            }
+            continue;
+        }
         // A gang member: its whole group is decided at once, under the lock.
         if let Ok(attempt) = &begun
             && let Some((group, spec)) = st.engine.groups.gang_of(&attempt.queued.pod)
         {
+            let api = crate::gang::api_of(&attempt.queued.pod);
             let Ok(attempt) = begun else { continue };
             let cycles = cycler.schedule_group(&mut st.engine, attempt, &group, &spec, now);
             if !shared.is_leader() {
@@ -484,7 +497,9 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
             }
             drop(st);
             let placed = cycles.iter().filter(|c| matches!(c.outcome, Outcome::Scheduled { .. })).count();
-            if work.send(Work::GroupStatus(group, (placed > 0).then_some(placed))).is_err() {
+            if api == crate::gang::Api::SchedulerPlugins
+                && work.send(Work::GroupStatus(group, (placed > 0).then_some(placed))).is_err()
+            {
                 return;
             }
             for cycle in cycles {

@@ -32,9 +32,14 @@ pub struct Plane {
 /// Starts a control plane, or returns `None` (after one line saying why) when the
 /// binaries are not configured outside CI.
 pub async fn plane(test: &str) -> Option<Plane> {
+    plane_with(test, testing::ControlPlaneOptions::default()).await
+}
+
+/// [`plane`] with extra kube-apiserver flags.
+pub async fn plane_with(test: &str, opts: testing::ControlPlaneOptions) -> Option<Plane> {
     let assets: Assets = testing::assets_or_skip(test)?;
     let serial = SERIAL.lock().await;
-    let plane = ControlPlane::start(&assets).await.unwrap_or_else(|e| panic!("{test}: {e}"));
+    let plane = ControlPlane::start_with(&assets, opts).await.unwrap_or_else(|e| panic!("{test}: {e}"));
     let client = plane.client().await.unwrap();
     Some(Plane { plane, client, _serial: serial })
 }
