@@ -70,8 +70,19 @@ impl Reporter {
     /// `FailedScheduling` with kube-scheduler's message, and `PodScheduled=False`
     /// (Unschedulable); `nominated` sets (`Some(Some(node))`) or clears (`Some(None)`)
     /// `status.nominatedNodeName` in the same patch.
-    pub async fn unschedulable(&self, pod: &PodInfo, message: &str, nominated: Option<Option<&str>>) {
+    pub async fn unschedulable(
+        &self,
+        pod: &PodInfo,
+        message: &str,
+        nominated: Option<Option<&str>>,
+        current: &(dyn Fn() -> bool + Send + Sync),
+    ) {
         self.shared.limiter.until_ready().await;
+        // Reports run concurrently: one that a newer report of the same pod overtook while
+        // it waited is not written over it.
+        if !current() {
+            return;
+        }
         let ev = Event {
             type_: EventType::Warning,
             reason: "FailedScheduling".into(),
@@ -83,6 +94,9 @@ impl Reporter {
             debug!(pod = %pod.key(), error = %e, "failed to record FailedScheduling event");
         }
         self.shared.limiter.until_ready().await;
+        if !current() {
+            return;
+        }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let now = k8s_openapi::jiff::Timestamp::now();
         let mut patch = serde_json::json!({"status": {"conditions": [{

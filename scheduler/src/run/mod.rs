@@ -25,6 +25,7 @@ pub mod server;
 pub mod watches;
 pub mod workloads;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -338,6 +339,11 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
     let dispatch = {
         let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
+        // The latest unschedulable report of each pod: reports run concurrently, and an
+        // older one that has not been written yet is dropped rather than written over a
+        // newer one.
+        let latest: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+        let mut reports: u64 = 0;
         tokio::spawn(async move {
             while let Some(work) = work_rx.recv().await {
                 match work {
@@ -358,13 +364,29 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                     }
                     Work::Unschedulable(pod, message, nomination) => {
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
+                        reports += 1;
+                        let this = reports;
+                        latest.lock().unwrap_or_else(|e| e.into_inner()).insert(pod.key(), this);
+                        let latest = latest.clone();
                         tokio::spawn(async move {
+                            let key = pod.key();
+                            let current = || {
+                                latest.lock().unwrap_or_else(|e| e.into_inner()).get(&key).is_none_or(|&n| n == this)
+                            };
                             let nominated = match &nomination {
                                 Nomination::Preempted(p) => Some(Some(p.node.as_str())),
                                 Nomination::Cleared => Some(None),
                                 Nomination::Unchanged => None,
                             };
-                            r.unschedulable(&pod, &message, nominated).await;
+                            // A preemption's nomination is written whatever came after it.
+                            let preempted = matches!(nomination, Nomination::Preempted(_));
+                            r.unschedulable(&pod, &message, nominated, &|| preempted || current()).await;
+                            {
+                                let mut l = latest.lock().unwrap_or_else(|e| e.into_inner());
+                                if l.get(&key) == Some(&this) {
+                                    l.remove(&key);
+                                }
+                            }
                             if let Nomination::Preempted(p) = nomination
                                 && preempt::evict(c, s.clone(), r, pod.clone(), p).await > 0
                             {
