@@ -266,7 +266,9 @@ fn record(
         }
         Outcome::Gone => None,
         Outcome::Unschedulable { message, nomination } => {
-            if let Nomination::Preempted(p) = nomination {
+            if let Nomination::Preempted(p) = nomination
+                && !p.victims.is_empty()
+            {
                 evict(engine, &p, clock, out);
                 out.preemptions.push(PreemptionRecord {
                     preemptor: key.clone(),

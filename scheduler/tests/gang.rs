@@ -174,3 +174,37 @@ fn kubernetes_pod_groups_gang_wait_for_the_group_or_schedule_one_by_one() {
     assert!(r.failures["default/gang-0"].starts_with(r#"pod group "default/gang": 2 of the 3 pods it needs fit"#));
     assert_eq!(r.failures["default/orphan-0"], r#"pod group "default/absent" does not exist yet"#);
 }
+
+/// Two 4-CPU nodes, each full with a low-priority pod; high-priority members need 3 CPUs.
+fn preempting_gang(members: usize) -> SimulationReport {
+    let mut pods: Vec<_> = (0..2)
+        .map(|i| {
+            PodBuilder::new(&format!("low-{i}"))
+                .scheduler("custom-scheduler")
+                .req("4", "1Gi")
+                .priority(1)
+                .node_name(&format!("node-{i}"))
+                .build()
+        })
+        .collect();
+    for i in 0..members {
+        let mut p = member(&format!("a-{i}"), "a", "3", i as i64);
+        p.spec.as_mut().unwrap().priority = Some(100);
+        pods.push(p);
+    }
+    simulate(2, pods, &[("a", members as u32)])
+}
+
+#[test]
+fn a_gang_preempts_for_all_its_members_or_for_none() {
+    // Both members need a node: both low-priority pods are evicted, then the gang is placed.
+    let r = preempting_gang(2);
+    assert_eq!(placed_in(&r, "a-"), 2, "{:?}", r.failures);
+    let mut victims: Vec<String> = r.preemptions.iter().flat_map(|p| p.victims.clone()).collect();
+    victims.sort();
+    assert_eq!(victims, ["default/low-0", "default/low-1"]);
+    // Three members cannot fit on two nodes even with every victim gone: nothing is evicted.
+    let r = preempting_gang(3);
+    assert_eq!((placed_in(&r, "a-"), r.preemptions.len()), (0, 0), "{:?}", r.preemptions);
+    assert_eq!(r.placements.len(), 0);
+}

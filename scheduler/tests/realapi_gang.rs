@@ -190,3 +190,71 @@ async fn kubernetes_pod_groups_are_bound_whole_or_not_at_all() {
     .await;
     assert!(bound(client, "too-big-").await.is_empty());
 }
+
+/// A high-priority gang preempts for all its members: both low-priority pods go (the test
+/// plays the kubelet that removes them), then the gang is bound whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_priority_gang_preempts_for_all_its_members() {
+    let Some(p) = plane("a_high_priority_gang_preempts_for_all_its_members").await else {
+        return;
+    };
+    let client = &p.client;
+    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    let ar = api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
+        pinned_kind(client, &scheduler::run::pod_groups::gvk()).await.ok().map(|(ar, _)| ar)
+    })
+    .await;
+    let pg: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "urgent", "namespace": NS}, "spec": {"minMember": 2}
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar).create(&PostParams::default(), &pg).await.unwrap();
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
+    for (name, value) in [("low", 10), ("high", 1000)] {
+        let class = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value
+        }))
+        .unwrap();
+        classes.create(&PostParams::default(), &class).await.unwrap();
+    }
+    let nodes: Vec<Node> =
+        (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "16Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let low: Vec<Pod> = (0..2)
+        .map(|i| {
+            PodBuilder::new(&format!("low-{i}"))
+                .namespace(NS)
+                .req("4", "1Gi")
+                .priority_class("low")
+                .node_name(&format!("n{i}"))
+                .build()
+        })
+        .collect();
+    api::create_pods(client, &low, 2).await.unwrap();
+    let _kubelet = realapi::kubelet(client.clone(), NS);
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let urgent: Vec<Pod> = (0..2)
+        .map(|i| {
+            PodBuilder::new(&format!("urgent-{i}"))
+                .namespace(NS)
+                .scheduler("custom-scheduler")
+                .req("3", "1Gi")
+                .priority_class("high")
+                .label(scheduler::gang::POD_GROUP_LABEL, "urgent")
+                .build()
+        })
+        .collect();
+    api::create_pods(client, &urgent, 2).await.unwrap();
+    let placed = api::wait_for("the gang bound", Duration::from_secs(60), || async {
+        let b = bound(client, "urgent-").await;
+        (b.len() == 2).then_some(b)
+    })
+    .await;
+    assert_ne!(placed["urgent-0"], placed["urgent-1"]);
+    let left: Vec<String> =
+        api::pods(client, NS).await.unwrap().iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert!(!left.iter().any(|n| n.starts_with("low-")), "{left:?}");
+}

@@ -13,8 +13,8 @@ use algorithms::testing::{NodeBuilder, PodBuilder};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use realapi::{Ours, events_about, plane};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use realapi::{Ours, events_about, kubelet, plane};
 use testing::api::{self, node_of};
 use testing::check::placement_errors;
 
@@ -28,23 +28,6 @@ fn priority_class(name: &str, value: i32) -> PriorityClass {
 
 fn pod(ns: &str, name: &str, class: &str, cpu: &str) -> PodBuilder {
     PodBuilder::new(name).namespace(ns).scheduler("custom-scheduler").req(cpu, "100Mi").priority_class(class)
-}
-
-/// Plays the kubelet: pods marked for deletion are removed at once.
-fn kubelet(client: kube::Client, ns: &'static str) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let api: Api<Pod> = Api::namespaced(client, ns);
-        loop {
-            if let Ok(list) = api.list(&ListParams::default()).await {
-                for p in list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_some()) {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let _ =
-                        api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,8 +5,10 @@ use std::time::Instant;
 
 use algorithms::PodInfo;
 use algorithms::events::ClusterEvent;
+use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::preemption::{Preemption, preempt};
 
-use super::{Attempt, Cycle, Cycler, Engine, Nomination, Outcome};
+use super::{Attempt, Cycle, Cycler, Engine, Nomination, Outcome, Preempted};
 use crate::gang::{self, PodGroupSpec};
 
 /// The plugin name gang decisions are reported under (scheduler-plugins' Coscheduling).
@@ -104,9 +106,14 @@ impl Cycler {
             }
             return cycles;
         }
-        // Too few fit: undo every assumption, and the whole group waits.
+        // Too few fit: preempt for the whole group or not at all, undo every assumption,
+        // and the whole group waits (for the victims to go, or for a cluster change).
+        let preemptions = self.preempt_group(engine, &failed);
         let why = failed.first().map(|(_, m, _)| m.clone()).unwrap_or_default();
-        let message = format!("pod group {group:?}: {} of the {need} pods it needs fit; {why}", placed.len());
+        let mut message = format!("pod group {group:?}: {} of the {need} pods it needs fit; {why}", placed.len());
+        if preemptions.is_some() {
+            message.push_str(" The group preempts lower-priority pods for the members that do not fit.");
+        }
         let mut plugins: Vec<&'static str> = failed.iter().flat_map(|(_, _, p)| p.iter().copied()).collect();
         plugins.push(COSCHEDULING);
         plugins.sort_unstable();
@@ -114,11 +121,66 @@ impl Cycler {
         for (attempt, _, _) in &placed {
             engine.cache.forget(&attempt.queued.pod.key());
         }
-        let all = placed.into_iter().map(|(a, ..)| a).chain(failed.into_iter().map(|(a, ..)| a));
-        for attempt in all.collect::<Vec<_>>() {
+        for (attempt, ..) in placed {
             cycles.push(self.park(engine, attempt, message.clone(), plugins.clone(), now));
         }
+        let mut preemptions = preemptions.map(Vec::into_iter);
+        for (attempt, ..) in failed {
+            let pod = attempt.queued.pod.clone();
+            let mut cycle = self.park(engine, attempt, message.clone(), plugins.clone(), now);
+            if let (Some(mut p), Outcome::Unschedulable { nomination, .. }) =
+                (preemptions.as_mut().and_then(Iterator::next), &mut cycle.outcome)
+            {
+                let cleared = engine.cache.nominator.lower_on(&p.node, pod.priority);
+                for k in &cleared {
+                    engine.cache.nominator.remove(k);
+                }
+                engine.cache.nominator.nominate(pod, &p.node);
+                p.cleared = cleared;
+                *nomination = Nomination::Preempted(p);
+            }
+            cycles.push(cycle);
+        }
         cycles
+    }
+
+    /// DefaultPreemption for a group as a whole: each member that did not fit, in turn,
+    /// gets a node by evicting lower-priority pods (or fits once earlier victims are gone),
+    /// with the members before it placed; `None` unless every one of them does.
+    fn preempt_group(
+        &mut self,
+        engine: &mut Engine,
+        failed: &[(Attempt, String, Vec<&'static str>)],
+    ) -> Option<Vec<Preempted>> {
+        let args = self.profiles[failed.first()?.0.profile].preemption?;
+        engine.cache.update_snapshot(&mut self.snapshot);
+        let mut scratch = self.snapshot.clone();
+        let budgets = scratch.budgets.clone();
+        let mut out = Vec::new();
+        for (attempt, ..) in failed {
+            let pod = &attempt.queued.pod;
+            let profile = &self.profiles[attempt.profile];
+            let ev = evaluate(profile, pod, &scratch, &mut self.rng, EvaluateOptions::default());
+            let (i, victims) = match ev.selected.filter(|_| ev.error.is_none()) {
+                Some(i) => (i, Vec::new()),
+                None => match preempt(profile, pod, &mut scratch, &ev, &budgets, &args, &mut self.rng) {
+                    Preemption::Nominate(c) => (c.node, c.victims),
+                    _ => return None,
+                },
+            };
+            let mut node = (*scratch.nodes[i]).clone();
+            for v in &victims {
+                node.remove_pod(&v.namespace, &v.name);
+            }
+            let mut member = (**pod).clone();
+            member.node_name = Some(node.name.clone());
+            node.add_pod(Arc::new(member));
+            let name = node.name.clone();
+            scratch.replace_node(i, Arc::new(node));
+            scratch.set_pod_flags(i);
+            out.push(Preempted { node: name, victims, cleared: Vec::new() });
+        }
+        Some(out)
     }
 
     /// Parks a member as unschedulable with `message`.

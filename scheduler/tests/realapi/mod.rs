@@ -177,3 +177,20 @@ impl OurExtender {
         format!("http://{}/scheduler", self.listen)
     }
 }
+
+/// Plays the kubelet: pods marked for deletion are removed at once.
+pub fn kubelet(client: kube::Client, ns: &'static str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: kube::Api<Pod> = kube::Api::namespaced(client, ns);
+        loop {
+            if let Ok(list) = api.list(&kube::api::ListParams::default()).await {
+                for p in list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_some()) {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let now = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+                    let _ = api.delete(&name, &now).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
