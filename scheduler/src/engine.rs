@@ -323,6 +323,30 @@ impl Cycler {
     }
 }
 
+/// A gang is evicted whole: a victim that is a gang member brings the group's other
+/// running members of lower priority than `preemptor` (on any node), since a gang that
+/// lost a member cannot run.
+fn whole_gangs(
+    engine: &Engine,
+    preemptor: &PodInfo,
+    mut victims: Vec<Arc<PodInfo>>,
+    snapshot: &Snapshot,
+) -> Vec<Arc<PodInfo>> {
+    let broken: Vec<(gang::Api, String)> =
+        victims.iter().filter_map(|v| engine.groups.gang_of(v).map(|(g, _)| (gang::api_of(v), g))).collect();
+    if broken.is_empty() {
+        return victims;
+    }
+    let mut taken: std::collections::HashSet<String> = victims.iter().map(|v| v.key()).collect();
+    for p in snapshot.nodes.iter().flat_map(|n| n.pods.iter()) {
+        let member = gang::group_of(p).is_some_and(|g| broken.contains(&(gang::api_of(p), g)));
+        if member && p.priority < preemptor.priority && taken.insert(p.key()) {
+            victims.push(p.clone());
+        }
+    }
+    victims
+}
+
 /// Applies PostFilter's result to the nominator: the message and what became of the
 /// pod's nomination.
 fn after_preemption(
@@ -343,7 +367,8 @@ fn after_preemption(
                 engine.cache.nominator.remove(k);
             }
             engine.cache.nominator.nominate(pod.clone(), &node);
-            (first, Nomination::Preempted(Preempted { node, victims: c.victims, cleared }))
+            let victims = whole_gangs(engine, pod, c.victims, snapshot);
+            (first, Nomination::Preempted(Preempted { node, victims, cleared }))
         }
         Some(p) => {
             let message = algorithms::preemption::failure_message(ev, &p).unwrap_or(first);

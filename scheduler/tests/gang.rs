@@ -208,3 +208,34 @@ fn a_gang_preempts_for_all_its_members_or_for_none() {
     assert_eq!((placed_in(&r, "a-"), r.preemptions.len()), (0, 0), "{:?}", r.preemptions);
     assert_eq!(r.placements.len(), 0);
 }
+
+#[test]
+fn a_preemptor_evicts_a_running_gang_whole() {
+    // Gang g runs one 2-CPU member on each node; a high-priority 4-CPU pod needs a whole
+    // node, so one member must go, and with it the other.
+    let mut pods: Vec<_> = (0..2)
+        .map(|i| {
+            PodBuilder::new(&format!("g-{i}"))
+                .scheduler("custom-scheduler")
+                .label(POD_GROUP_LABEL, "g")
+                .req("2", "1Gi")
+                .priority(1)
+                .node_name(&format!("node-{i}"))
+                .build()
+        })
+        .collect();
+    pods.push(
+        PodBuilder::new("filler")
+            .scheduler("custom-scheduler")
+            .req("2", "1Gi")
+            .priority(50)
+            .node_name("node-1")
+            .build(),
+    );
+    pods.push(PodBuilder::new("urgent").scheduler("custom-scheduler").req("4", "1Gi").priority(100).build());
+    let r = simulate(2, pods, &[("g", 2)]);
+    assert_eq!(r.placements.get("default/urgent").map(String::as_str), Some("node-0"), "{:?}", r.failures);
+    let mut victims: Vec<String> = r.preemptions.iter().flat_map(|p| p.victims.clone()).collect();
+    victims.sort();
+    assert_eq!(victims, ["default/g-0", "default/g-1"]);
+}
