@@ -118,6 +118,11 @@ impl Groups {
         self.specs.extend(groups.into_iter().map(|(k, s)| ((api, k), s)));
     }
 
+    /// The spec of a gang group of `api`.
+    pub fn spec(&self, api: Api, key: &str) -> Option<&PodGroupSpec> {
+        self.specs.get(&(api, key.to_string()))?.as_ref()
+    }
+
     /// The group `pod` is a gang member of: it names a gang group the scheduler knows.
     pub fn gang_of(&self, pod: &PodInfo) -> Option<(String, PodGroupSpec)> {
         let key = group_of(pod)?;

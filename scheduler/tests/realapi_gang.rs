@@ -107,12 +107,27 @@ async fn gangs_are_bound_whole_or_not_at_all() {
     .await;
     assert!(!a.values().any(|n| *n == plain), "plain pod on a full node: {plain}");
     assert!(bound(client, "b-").await.is_empty());
-    let status = groups.get_status("a").await.unwrap().data["status"].clone();
-    assert_eq!((status["phase"].as_str(), status["scheduled"].as_u64()), (Some("Scheduled"), Some(2)), "{status}");
+    let status = api::wait_for("gang a's status", Duration::from_secs(10), || async {
+        let s = groups.get_status("a").await.ok()?.data["status"].clone();
+        (s["phase"] == "Scheduled").then_some(s)
+    })
+    .await;
+    assert_eq!((status["scheduled"].as_u64(), status["running"].as_u64()), (Some(2), Some(0)), "{status}");
+    // The kubelet's part: both members start; the group's counts follow.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for name in ["a-0", "a-1"] {
+        let running = serde_json::json!({"status": {"phase": "Running"}});
+        pods.patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&running)).await.unwrap();
+    }
+    let status = api::wait_for("gang a running", Duration::from_secs(10), || async {
+        let s = groups.get_status("a").await.ok()?.data["status"].clone();
+        (s["phase"] == "Running").then_some(s)
+    })
+    .await;
+    assert_eq!((status["scheduled"].as_u64(), status["running"].as_u64()), (Some(2), Some(2)), "{status}");
 
     // Capacity frees (a-0 and the plain pod end): gang b is placed whole.
     let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     pods.delete("a-0", &now).await.unwrap();
     pods.delete("plain", &now).await.unwrap();
     let b = api::wait_for("gang b bound", Duration::from_secs(60), || async {

@@ -179,6 +179,13 @@ impl super::State {
     /// Applies a pod add or update from the watch.
     pub fn apply_pod(&mut self, pod: &Pod, now: Instant) {
         let key = pod_key(pod);
+        // A scheduler-plugins gang member changed: its group's counts may have.
+        if let Some(group) = pod.metadata.labels.as_ref().and_then(|l| l.get(crate::gang::POD_GROUP_LABEL)) {
+            let group = format!("{}/{group}", pod.metadata.namespace.as_deref().unwrap_or("default"));
+            if self.engine.groups.spec(crate::gang::Api::SchedulerPlugins, &group).is_some() {
+                self.dirty_groups.insert(group);
+            }
+        }
         if is_terminal(pod) {
             self.delete_pod(&key, now);
             return;

@@ -91,6 +91,8 @@ pub struct RunOptions {
 pub struct State {
     /// The scheduling engine.
     pub engine: Engine,
+    /// scheduler-plugins PodGroups whose status is to be written again.
+    pub dirty_groups: std::collections::HashSet<String>,
     /// Nodes listed at least once.
     pub synced_nodes: bool,
     /// Pods listed at least once.
@@ -176,6 +178,7 @@ impl Shared {
                 synced_workloads: false,
                 synced_budgets: false,
                 synced_pod_groups: false,
+                dirty_groups: Default::default(),
                 started: Instant::now(),
                 announced: false,
             }),
@@ -228,8 +231,6 @@ impl Shared {
 enum Work {
     Bind(BindRequest),
     Unschedulable(Arc<PodInfo>, String, Nomination),
-    /// A PodGroup's decision: members placed, or `None` when it waits whole.
-    GroupStatus(String, Option<usize>),
 }
 
 /// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
@@ -293,6 +294,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     tokio::spawn(workloads::run(client.clone(), shared.clone()));
     tokio::spawn(budgets::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::run(client.clone(), shared.clone()));
+    tokio::spawn(pod_groups::statuses(client.clone(), shared.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);
@@ -358,9 +360,6 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             binder::bind_and_record(c, s, r, req).await;
                             drop(permit);
                         });
-                    }
-                    Work::GroupStatus(group, scheduled) => {
-                        tokio::spawn(pod_groups::write_status(client.clone(), group, scheduled));
                     }
                     Work::Unschedulable(pod, message, nomination) => {
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
@@ -517,13 +516,10 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                 }
                 continue;
             }
-            drop(st);
-            let placed = cycles.iter().filter(|c| matches!(c.outcome, Outcome::Scheduled { .. })).count();
-            if api == crate::gang::Api::SchedulerPlugins
-                && work.send(Work::GroupStatus(group, (placed > 0).then_some(placed))).is_err()
-            {
-                return;
+            if api == crate::gang::Api::SchedulerPlugins {
+                st.dirty_groups.insert(group);
             }
+            drop(st);
             for cycle in cycles {
                 if !dispatch(&shared, &work, cycle, now) {
                     return;

@@ -126,17 +126,96 @@ async fn watch_api(client: Client, shared: Arc<Shared>, api: GroupApi) {
     }
 }
 
-/// Writes a group's status after a decision, as scheduler-plugins does: `Scheduled` with
-/// the number of members placed, or `Pending` while it cannot be.
-pub async fn write_status(client: Client, group: String, scheduled: Option<usize>) {
+/// How often changed groups' status is written.
+const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Writes the status of the scheduler-plugins groups that changed (a decision, or a
+/// member's update), at most once a second each, until the process stops.
+pub async fn statuses(client: Client, shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(STATUS_INTERVAL).await;
+        if shared.stopping() {
+            return;
+        }
+        let dirty: Vec<(String, u32)> = {
+            let mut st = shared.lock();
+            let keys = std::mem::take(&mut st.dirty_groups);
+            keys.into_iter()
+                .filter_map(|k| {
+                    let min = st.engine.groups.spec(GroupApi::SchedulerPlugins, &k)?.min_member;
+                    Some((k, min))
+                })
+                .collect()
+        };
+        if !shared.is_leader() {
+            continue;
+        }
+        for (group, min) in dirty {
+            write_status(client.clone(), &group, min).await;
+        }
+    }
+}
+
+/// The status scheduler-plugins keeps for a group whose members are in these phases,
+/// `scheduled` of them bound.
+pub fn status_of(min: u32, scheduled: u32, phases: &[&str]) -> serde_json::Value {
+    let count = |phase: &str| phases.iter().filter(|p| **p == phase).count() as u32;
+    let (running, succeeded, failed) = (count("Running"), count("Succeeded"), count("Failed"));
+    let phase = if failed > 0 && running + succeeded < min {
+        "Failed"
+    } else if succeeded >= min {
+        "Finished"
+    } else if running + succeeded >= min {
+        "Running"
+    } else if scheduled >= min {
+        "Scheduled"
+    } else {
+        "Pending"
+    };
+    serde_json::json!({"status": {
+        "phase": phase, "scheduled": scheduled, "running": running, "succeeded": succeeded, "failed": failed
+    }})
+}
+
+/// Counts the group's members (pods labelled with its name) and writes its status.
+async fn write_status(client: Client, group: &str, min: u32) {
     let Some((ns, name)) = group.split_once('/') else { return };
     let Ok((ar, _)) = pinned_kind(&client, &gvk()).await else { return };
-    let api = Api::<DynamicObject>::namespaced_with(client, ns, &ar);
-    let status = match scheduled {
-        Some(n) => serde_json::json!({"status": {"phase": "Scheduled", "scheduled": n}}),
-        None => serde_json::json!({"status": {"phase": "Pending"}}),
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!("{}={name}", gang::POD_GROUP_LABEL);
+    let list = match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
+        Ok(l) => l,
+        Err(e) => {
+            warn!(group = %group, error = %e, "failed to list the PodGroup's pods");
+            return;
+        }
     };
+    let scheduled = list.items.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).count();
+    let phases: Vec<&str> =
+        list.items.iter().filter_map(|p| p.status.as_ref().and_then(|s| s.phase.as_deref())).collect();
+    let status = status_of(min, scheduled as u32, &phases);
+    let api = Api::<DynamicObject>::namespaced_with(client, ns, &ar);
     if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await {
         warn!(group = %group, error = %e, "failed to write the PodGroup's status");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_of;
+
+    #[test]
+    fn group_phases_follow_the_members() {
+        let phase = |min, scheduled, phases: &[&str]| status_of(min, scheduled, phases)["status"]["phase"].clone();
+        assert_eq!(phase(2, 0, &["Pending", "Pending"]), "Pending");
+        assert_eq!(phase(2, 1, &["Pending", "Pending"]), "Pending");
+        assert_eq!(phase(2, 2, &["Pending", "Pending"]), "Scheduled");
+        assert_eq!(phase(2, 2, &["Running", "Pending"]), "Scheduled");
+        assert_eq!(phase(2, 2, &["Running", "Running"]), "Running");
+        assert_eq!(phase(2, 2, &["Running", "Succeeded"]), "Running");
+        assert_eq!(phase(2, 2, &["Succeeded", "Succeeded"]), "Finished");
+        assert_eq!(phase(2, 2, &["Running", "Failed"]), "Failed");
+        let s = status_of(3, 3, &["Running", "Running", "Succeeded"]);
+        assert_eq!((s["status"]["running"].as_u64(), s["status"]["succeeded"].as_u64()), (Some(2), Some(1)));
     }
 }
