@@ -204,6 +204,23 @@ async fn kubernetes_pod_groups_are_bound_whole_or_not_at_all() {
     })
     .await;
     assert!(bound(client, "too-big-").await.is_empty());
+    // Each group's PodGroupScheduled condition says so.
+    let condition = |name: &'static str| {
+        let groups = groups.clone();
+        async move {
+            let o = groups.get_status(name).await.ok()?;
+            let conditions = o.data["status"]["conditions"].as_array()?.clone();
+            conditions.into_iter().find(|c| c["type"] == "PodGroupScheduled")
+        }
+    };
+    let fits = api::wait_for("group fits' condition", Duration::from_secs(10), || condition("fits")).await;
+    assert_eq!(fits["status"], "True", "{fits}");
+    let big = api::wait_for("group too-big's condition", Duration::from_secs(10), || async {
+        condition("too-big").await.filter(|c| c["status"] == "False")
+    })
+    .await;
+    assert_eq!(big["reason"], "Unschedulable");
+    assert!(big["message"].as_str().unwrap().contains(r#"pod group "default/too-big""#), "{big}");
 }
 
 /// A high-priority gang preempts for all its members: both low-priority pods go (the test

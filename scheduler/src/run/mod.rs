@@ -231,6 +231,8 @@ impl Shared {
 enum Work {
     Bind(BindRequest),
     Unschedulable(Arc<PodInfo>, String, Nomination),
+    /// A Kubernetes PodGroup's decision: placed, or why not.
+    GroupScheduled(String, Result<(), String>),
 }
 
 /// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
@@ -360,6 +362,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             binder::bind_and_record(c, s, r, req).await;
                             drop(permit);
                         });
+                    }
+                    Work::GroupScheduled(group, verdict) => {
+                        tokio::spawn(pod_groups::write_condition(client.clone(), group, verdict));
                     }
                     Work::Unschedulable(pod, message, nomination) => {
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
@@ -516,10 +521,23 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                 }
                 continue;
             }
+            let verdict = match cycles.iter().find_map(|c| match &c.outcome {
+                Outcome::Unschedulable { message, .. } => Some(message.clone()),
+                _ => None,
+            }) {
+                Some(m) if !cycles.iter().any(|c| matches!(c.outcome, Outcome::Scheduled { .. })) => Err(m),
+                _ => Ok(()),
+            };
+            let kube_group = (api == crate::gang::Api::Kubernetes).then(|| group.clone());
             if api == crate::gang::Api::SchedulerPlugins {
                 st.dirty_groups.insert(group);
             }
             drop(st);
+            if let Some(g) = kube_group
+                && work.send(Work::GroupScheduled(g, verdict)).is_err()
+            {
+                return;
+            }
             for cycle in cycles {
                 if !dispatch(&shared, &work, cycle, now) {
                     return;

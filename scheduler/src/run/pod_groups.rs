@@ -200,6 +200,46 @@ async fn write_status(client: Client, group: &str, min: u32) {
     }
 }
 
+/// Sets a Kubernetes PodGroup's `PodGroupScheduled` condition after a decision: `True`
+/// once placed, `False` (reason `Unschedulable`, with the message) when it waits. Other
+/// conditions are kept; the transition time changes only with the status.
+pub async fn write_condition(client: Client, group: String, verdict: Result<(), String>) {
+    let Some((ns, name)) = group.split_once('/') else { return };
+    let Ok((ar, _)) = pinned_kind(&client, &kube_gvk()).await else { return };
+    let api = Api::<DynamicObject>::namespaced_with(client, ns, &ar);
+    let current = match api.get_status(name).await {
+        Ok(o) => o,
+        Err(e) => {
+            warn!(group = %group, error = %e, "failed to read the PodGroup");
+            return;
+        }
+    };
+    let (status, reason, message) = match &verdict {
+        Ok(()) => ("True", "Scheduled", String::new()),
+        Err(m) => ("False", "Unschedulable", m.clone()),
+    };
+    let mut conditions: Vec<serde_json::Value> =
+        current.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let old = conditions.iter().position(|c| c["type"] == "PodGroupScheduled");
+    let since = old
+        .map(|i| conditions[i].clone())
+        .filter(|c| c["status"] == status)
+        .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_string))
+        .unwrap_or_else(|| k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    let condition = serde_json::json!({
+        "type": "PodGroupScheduled", "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": since
+    });
+    match old {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+    let patch = serde_json::json!({"status": {"conditions": conditions}});
+    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        warn!(group = %group, error = %e, "failed to write the PodGroup's condition");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::status_of;
