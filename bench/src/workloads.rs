@@ -96,6 +96,11 @@ fn base_node(i: usize) -> NodeBuilder {
     NodeBuilder::new(&format!("node-{i}")).capacity("4", "32Gi", "110").label(ZONE, &zone(i))
 }
 
+/// A node with 8 GPUs, tainted so that only pods tolerating it land there.
+fn gpu_node(i: usize, cpu: &str, memory: &str) -> core::Node {
+    base_node(i).capacity(cpu, memory, "110").resource(GPU, "8").taint(GPU, "present", "NoSchedule").build()
+}
+
 fn base_pod(prefix: &str, i: usize) -> PodBuilder {
     PodBuilder::new(&format!("{prefix}-{i}"))
         .namespace("sched-perf")
@@ -147,11 +152,7 @@ pub fn generate(
     w.cluster.nodes = (0..n)
         .map(|i| {
             if (gpu && i % 5 == 0) || (packing && i % 10 == 0) {
-                base_node(i)
-                    .capacity("32", "256Gi", "110")
-                    .resource(GPU, "8")
-                    .taint(GPU, "present", "NoSchedule")
-                    .build()
+                gpu_node(i, "32", "256Gi")
             } else {
                 base_node(i).build()
             }
@@ -203,19 +204,8 @@ pub fn generate(
 /// each a PodGroup of 2-16 workers that all need 1, 2, 4 or 8 GPUs, every job followed by
 /// four CPU pods, until `m` pods. A worker is named `gang-G-gN-K`: job G, N GPUs, worker K.
 fn gang_training(w: &mut Workload, n: usize, m: usize, on_measured: &mut impl FnMut(core::Pod)) {
-    w.cluster.nodes = (0..n)
-        .map(|i| {
-            if i % 10 == 0 {
-                base_node(i)
-                    .capacity("64", "512Gi", "110")
-                    .resource(GPU, "8")
-                    .taint(GPU, "present", "NoSchedule")
-                    .build()
-            } else {
-                base_node(i).build()
-            }
-        })
-        .collect();
+    w.cluster.nodes =
+        (0..n).map(|i| if i % 10 == 0 { gpu_node(i, "64", "512Gi") } else { base_node(i).build() }).collect();
     let (mut made, mut job, mut seq) = (0, 0, 0);
     while made < m {
         let size = (2 + (job * 7) % 15).min(m - made);

@@ -40,6 +40,13 @@ pub struct PodGroupSpec {
     pub schedule_timeout: Duration,
 }
 
+impl PodGroupSpec {
+    /// A group of at least `min_member` pods, with the default timeout.
+    pub fn with_min(min_member: u32) -> Self {
+        PodGroupSpec { min_member, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT }
+    }
+}
+
 /// The PodGroup of `pod`, as `namespace/name`, if it names one (`spec.schedulingGroup`
 /// first, then the scheduler-plugins label).
 pub fn group_of(pod: &PodInfo) -> Option<String> {

@@ -408,13 +408,7 @@ fn run_workload(
         pod_groups: w
             .pod_groups
             .iter()
-            .map(|(key, min)| {
-                let spec = scheduler::gang::PodGroupSpec {
-                    min_member: *min,
-                    schedule_timeout: scheduler::gang::DEFAULT_SCHEDULE_TIMEOUT,
-                };
-                (key.clone(), spec)
-            })
+            .map(|(key, min)| (key.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
             .collect(),
         kube_pod_groups: Vec::new(),
     };

@@ -263,13 +263,7 @@ fn gang_training_places_every_job_whole_or_not_at_all() {
             pod_groups: w
                 .pod_groups
                 .iter()
-                .map(|(k, min)| {
-                    let spec = scheduler::gang::PodGroupSpec {
-                        min_member: *min,
-                        schedule_timeout: scheduler::gang::DEFAULT_SCHEDULE_TIMEOUT,
-                    };
-                    (k.clone(), spec)
-                })
+                .map(|(k, min)| (k.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
                 .collect(),
             ..Default::default()
         };
