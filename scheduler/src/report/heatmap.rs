@@ -90,16 +90,28 @@ pub fn grids(id: &str, titles: &[&str], zones: &[String], panels: &[Vec<Vec<Cell
     }
 }
 
-/// The legend of [`colour`].
-pub fn legend() -> Markup {
+/// The top of a colour scale for shares up to `max`: the smallest of 10%, 20%, 25%, 50%
+/// and 100% that holds it, so that a lightly used cluster still shows its differences.
+pub fn scale_top(max: f64) -> f64 {
+    [0.1, 0.2, 0.25, 0.5].into_iter().find(|t| max <= *t).unwrap_or(1.0)
+}
+
+/// [`colour`] of `share` on a scale that ends at `top` (over 100% stays black).
+pub fn scaled_colour(share: Option<f64>, top: f64) -> String {
+    colour(share.map(|s| if s > 1.0 || top <= 0.0 { s } else { (s / top).min(1.0) }))
+}
+
+/// The legend of a scale ending at `top`.
+pub fn legend(top: f64) -> Markup {
+    let pct = |f: f64| format!("{:.0}%", f * 100.0);
     html! {
         svg class="legend" xmlns="http://www.w3.org/2000/svg" width="330" height="30" viewBox="0 0 330 30" {
             @for i in 0..=20 {
                 rect x=(i * 12) y="0" width="12" height="12" fill=(colour(Some(i as f64 / 20.0))) {}
             }
             text x="0" y="26" { "0%" }
-            text x="114" y="26" { "50%" }
-            text x="222" y="26" { "100%" }
+            text x="114" y="26" { (pct(top / 2.0)) }
+            text x="222" y="26" { (pct(top)) }
             rect x="262" y="0" width="12" height="12" fill=(colour(None)) {}
             text x="278" y="10" { "none" }
         }
@@ -128,6 +140,15 @@ mod tests {
         assert_eq!(colour(Some(1.5)), "#000000");
         let mid = colour(Some(0.125));
         assert!(mid.as_str() > "#fe" && mid != colour(Some(0.0)), "{mid}");
+    }
+
+    #[test]
+    fn light_use_gets_a_shorter_scale() {
+        assert_eq!(scale_top(0.06), 0.1);
+        assert_eq!(scale_top(0.22), 0.25);
+        assert_eq!(scale_top(0.9), 1.0);
+        assert_eq!(scaled_colour(Some(0.05), 0.1), colour(Some(0.5)));
+        assert_eq!(scaled_colour(Some(1.2), 0.1), "#000000");
     }
 
     #[test]

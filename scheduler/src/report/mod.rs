@@ -59,23 +59,26 @@ fn utilization(d: &RunDetail) -> Markup {
     let (zones, members) = heatmap::by_zone(d.nodes.iter().map(|n| n.zone.as_str()));
     html! {
         p.muted { "Requested share of each node's allocatable, one cell a node (hover for its figures). "
-            "Before: the cluster as given; after: once the run's pods were placed." }
-        (heatmap::legend())
+            "Before: the cluster as given; after: once the run's pods were placed. Each resource's "
+            "scale ends at the first of 10%, 20%, 25%, 50% and 100% above its busiest node." }
         @for (r, resource) in d.resources.iter().enumerate() {
             @let has: Vec<bool> = d.nodes.iter().map(|n| n.allocatable[r] > 0).collect();
+            @let top = heatmap::scale_top(d.nodes.iter().enumerate().filter(|(i, _)| has[*i])
+                .map(|(_, n)| n.share(r, true).max(n.share(r, false))).fold(0.0, f64::max));
             @let cells = |after: bool| -> Vec<Vec<Cell>> {
                 members.iter().map(|idx| idx.iter().map(|&i| {
                     let n = &d.nodes[i];
                     let used = if after { n.after[r] } else { n.before[r] };
                     Cell {
                         node: n.name.clone(),
-                        fill: heatmap::colour(has[i].then(|| n.share(r, after))),
+                        fill: heatmap::scaled_colour(has[i].then(|| n.share(r, after)), top),
                         tip: format!("{} of {} {resource} ({})", human(resource, used), human(resource, n.allocatable[r]),
                             if has[i] { percent(n.share(r, after)) } else { "none".into() }),
                     }
                 }).collect()).collect()
             };
             h3 { (resource) }
+            (heatmap::legend(top))
             table.zones {
                 thead { tr { th { "zone" } th.num { "nodes" } th.num { "before" } th.num { "after" } } }
                 tbody {
