@@ -144,11 +144,6 @@ impl Groups {
         let key = group_of(pod)?;
         (!self.specs.contains_key(&(Api::Kubernetes, key.clone()))).then_some(key)
     }
-
-    /// Whether no group is known.
-    pub fn is_empty(&self) -> bool {
-        self.specs.is_empty()
-    }
 }
 
 #[cfg(test)]

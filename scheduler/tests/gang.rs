@@ -100,10 +100,9 @@ fn of_two_gangs_that_cannot_both_fit_one_is_placed_whole_and_the_other_waits_who
     assert_eq!(nodes.len(), 3, "one member per node: {nodes:?}");
 }
 
-#[test]
-fn members_see_each_other_while_the_group_is_placed() {
-    // Required anti-affinity between members: three members need three nodes.
-    let pods = (0..3)
+/// Three members of group a with required anti-affinity to each other by host.
+fn spread_members() -> Vec<k8s_openapi::api::core::v1::Pod> {
+    (0..3)
         .map(|i| {
             PodBuilder::new(&format!("a-{i}"))
                 .scheduler("custom-scheduler")
@@ -114,26 +113,20 @@ fn members_see_each_other_while_the_group_is_placed() {
                 .started(i)
                 .build()
         })
-        .collect();
-    let r = simulate(3, pods, &[("a", 3)]);
+        .collect()
+}
+
+#[test]
+fn members_see_each_other_while_the_group_is_placed() {
+    // Required anti-affinity between members: three members need three nodes.
+    let r = simulate(3, spread_members(), &[("a", 3)]);
     assert_eq!(r.scheduled, 3, "{:?}", r.failures);
     let mut nodes: Vec<&String> = r.placements.values().collect();
     nodes.sort();
     nodes.dedup();
     assert_eq!(nodes.len(), 3);
     // On two nodes only two can be placed, below the minimum: none is.
-    let pods = (0..3)
-        .map(|i| {
-            PodBuilder::new(&format!("a-{i}"))
-                .scheduler("custom-scheduler")
-                .label(POD_GROUP_LABEL, "a")
-                .req("100m", "100Mi")
-                .label("job", "a")
-                .pod_anti_affinity(affinity_term(&[("job", "a")], "kubernetes.io/hostname"))
-                .build()
-        })
-        .collect();
-    assert_eq!(simulate(2, pods, &[("a", 3)]).scheduled, 0);
+    assert_eq!(simulate(2, spread_members(), &[("a", 3)]).scheduled, 0);
 }
 
 #[test]

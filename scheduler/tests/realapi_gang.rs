@@ -34,6 +34,17 @@ async fn bound(client: &kube::Client, prefix: &str) -> BTreeMap<String, String> 
         .collect()
 }
 
+/// Applies deploy/crds' PodGroup CRD and waits until the kind is served.
+async fn install_pod_group_crd(client: &kube::Client) -> kube::discovery::ApiResource {
+    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
+        pinned_kind(client, &scheduler::run::pod_groups::gvk()).await.ok().map(|(ar, _)| ar)
+    })
+    .await
+}
+
 /// The message of the pod's `PodScheduled` condition, as the scheduler last wrote it.
 async fn scheduled_condition(client: &kube::Client, name: &str) -> Option<String> {
     let pod = Api::<Pod>::namespaced(client.clone(), NS).get(name).await.ok()?;
@@ -47,14 +58,7 @@ async fn gangs_are_bound_whole_or_not_at_all() {
         return;
     };
     let client = &p.client;
-    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
-    let gvk = scheduler::run::pod_groups::gvk();
-    let ar = api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
-        pinned_kind(client, &gvk).await.ok().map(|(ar, _)| ar)
-    })
-    .await;
+    let ar = install_pod_group_crd(client).await;
     let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
     for name in ["a", "b"] {
         let pg: DynamicObject = serde_json::from_value(serde_json::json!({
@@ -231,13 +235,7 @@ async fn a_high_priority_gang_preempts_for_all_its_members() {
         return;
     };
     let client = &p.client;
-    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
-    let ar = api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
-        pinned_kind(client, &scheduler::run::pod_groups::gvk()).await.ok().map(|(ar, _)| ar)
-    })
-    .await;
+    let ar = install_pod_group_crd(client).await;
     let pg: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": "urgent", "namespace": NS}, "spec": {"minMember": 2}

@@ -7,10 +7,10 @@ use futures::StreamExt;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::Shared;
-use super::watches::{Watched, watch};
+use super::watches::watch;
 use super::workloads::{Kind, map_event};
 
 /// Runs the watch until the process stops, publishing the budgets to the cache.
@@ -20,17 +20,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
     let mut kind: Kind<Budget> = Kind::new();
     let mut was_synced = false;
     while let Some(w) = events.next().await {
-        let changed = match w {
-            Watched::Event(ev) => kind.apply(map_event(ev, |p: &PodDisruptionBudget| Some(Budget::from_api(p)))),
-            Watched::Expired(k) => {
-                info!(kind = k, "watch expired (410 Gone); relisting");
-                false
-            }
-            Watched::Failed(k, e) => {
-                warn!(kind = k, error = %e, "watch failed; retrying with backoff");
-                false
-            }
-        };
+        let changed = w.into_event().is_some_and(|ev| kind.apply(map_event(ev, |p| Some(Budget::from_api(p)))));
         if kind.synced && (changed || !was_synced) {
             let mut keyed: Vec<_> = kind.current.iter().collect();
             keyed.sort_by(|a, b| a.0.cmp(b.0));

@@ -511,21 +511,13 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
             let cycles = cycler.schedule_group(&mut st.engine, attempt, &group, &spec, now);
             if !shared.is_leader() {
                 for cycle in &cycles {
-                    if let Outcome::Scheduled { .. } = cycle.outcome {
-                        let key = cycle.queued.pod.key();
-                        if let Some(forgotten) = st.engine.cache.forget(&key) {
-                            st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
-                        }
-                        st.engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
-                    }
+                    give_back(&mut st.engine, cycle, now);
                 }
                 continue;
             }
-            let verdict = match cycles.iter().find_map(|c| match &c.outcome {
-                Outcome::Unschedulable { message, .. } => Some(message.clone()),
-                _ => None,
-            }) {
-                Some(m) if !cycles.iter().any(|c| matches!(c.outcome, Outcome::Scheduled { .. })) => Err(m),
+            let placed = cycles.iter().any(|c| matches!(c.outcome, Outcome::Scheduled { .. }));
+            let verdict = match cycles.iter().find(|_| !placed).map(|c| &c.outcome) {
+                Some(Outcome::Unschedulable { message, .. }) => Err(message.clone()),
                 _ => Ok(()),
             };
             let kube_group = (api == crate::gang::Api::Kubernetes).then(|| group.clone());
@@ -552,15 +544,7 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
                 let ev = cycler.evaluate(&attempt);
                 let mut st = shared.lock();
                 let cycle = cycler.finish(&mut st.engine, attempt, ev, Instant::now());
-                if let Outcome::Scheduled { .. } = &cycle.outcome
-                    && !shared.is_leader()
-                {
-                    // Leadership was lost during the cycle: another replica schedules now.
-                    let key = cycle.queued.pod.key();
-                    if let Some(forgotten) = st.engine.cache.forget(&key) {
-                        st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
-                    }
-                    st.engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
+                if !shared.is_leader() && give_back(&mut st.engine, &cycle, now) {
                     continue;
                 }
                 cycle
@@ -570,6 +554,19 @@ fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut c
             return;
         }
     }
+}
+
+/// Leadership was lost during the cycle, and another replica schedules now: a pod the
+/// cycle assumed is forgotten and requeued. Returns whether it was one.
+fn give_back(engine: &mut Engine, cycle: &Cycle, now: Instant) -> bool {
+    if !matches!(cycle.outcome, Outcome::Scheduled { .. }) {
+        return false;
+    }
+    if let Some(forgotten) = engine.cache.forget(&cycle.queued.pod.key()) {
+        engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
+    }
+    engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
+    true
 }
 
 /// Hands a finished cycle to the dispatcher: a bind, or an unschedulable report. False

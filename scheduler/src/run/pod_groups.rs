@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use tracing::{info, warn};
 
 use super::Shared;
-use super::watches::{Watched, watch};
+use super::watches::watch;
 use super::workloads::{Kind, map_event};
 use crate::gang::{self, Api as GroupApi, PodGroupSpec};
 
@@ -30,6 +30,12 @@ pub fn gvk() -> GroupVersionKind {
 /// The Kubernetes PodGroup kind.
 pub fn kube_gvk() -> GroupVersionKind {
     GroupVersionKind::gvk("scheduling.k8s.io", "v1alpha2", "PodGroup")
+}
+
+/// The API resource of a kind, known without asking the server (status writes happen
+/// only for groups its watch already listed).
+fn resource_of(gvk: &GroupVersionKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(gvk, "podgroups")
 }
 
 fn gvk_of(api: GroupApi) -> GroupVersionKind {
@@ -92,17 +98,7 @@ async fn watch_api(client: Client, shared: Arc<Shared>, api: GroupApi) {
     let mut kind: Kind<Option<PodGroupSpec>> = Kind::new();
     let mut was_synced = false;
     while let Some(w) = events.next().await {
-        let changed = match w {
-            Watched::Event(ev) => kind.apply(map_event(ev, |o: &DynamicObject| spec_of(api, o))),
-            Watched::Expired(k) => {
-                info!(kind = k, "watch expired (410 Gone); relisting");
-                false
-            }
-            Watched::Failed(k, e) => {
-                warn!(kind = k, error = %e, "watch failed; retrying with backoff");
-                false
-            }
-        };
+        let changed = w.into_event().is_some_and(|ev| kind.apply(map_event(ev, |o| spec_of(api, o))));
         if kind.synced && (changed || !was_synced) {
             let now = Instant::now();
             let mut st = shared.lock();
@@ -180,7 +176,7 @@ pub fn status_of(min: u32, scheduled: u32, phases: &[&str]) -> serde_json::Value
 /// Counts the group's members (pods labelled with its name) and writes its status.
 async fn write_status(client: Client, group: &str, min: u32) {
     let Some((ns, name)) = group.split_once('/') else { return };
-    let Ok((ar, _)) = pinned_kind(&client, &gvk()).await else { return };
+    let ar = resource_of(&gvk());
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
     let selector = format!("{}={name}", gang::POD_GROUP_LABEL);
     let list = match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
@@ -205,7 +201,7 @@ async fn write_status(client: Client, group: &str, min: u32) {
 /// conditions are kept; the transition time changes only with the status.
 pub async fn write_condition(client: Client, group: String, verdict: Result<(), String>) {
     let Some((ns, name)) = group.split_once('/') else { return };
-    let Ok((ar, _)) = pinned_kind(&client, &kube_gvk()).await else { return };
+    let ar = resource_of(&kube_gvk());
     let api = Api::<DynamicObject>::namespaced_with(client, ns, &ar);
     let current = match api.get_status(name).await {
         Ok(o) => o,

@@ -18,6 +18,24 @@ pub enum Watched<K> {
     Failed(&'static str, String),
 }
 
+impl<K> Watched<K> {
+    /// The event, if this is one; an expiry or a failure is logged and gives `None` (the
+    /// watcher relists or retries on its own).
+    pub fn into_event(self) -> Option<Event<K>> {
+        match self {
+            Watched::Event(ev) => Some(ev),
+            Watched::Expired(kind) => {
+                tracing::info!(kind, "watch expired (410 Gone); relisting");
+                None
+            }
+            Watched::Failed(kind, e) => {
+                tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
+                None
+            }
+        }
+    }
+}
+
 /// Watch retries start at 200 ms and grow to at most 5 s (with jitter), so that the cache
 /// catches up within seconds of an API server coming back.
 fn backoff() -> watcher::ExponentialBackoff {

@@ -156,15 +156,11 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             Update::Rc(ev) => rc.apply(ev),
             Update::Rs(ev) => rs.apply(ev),
             Update::Ss(ev) => ss.apply(ev),
-            Update::Other(Watched::Expired(kind)) => {
-                info!(kind, "watch expired (410 Gone); relisting");
+            Update::Other(w) => {
+                // Only expiries and failures come this way: logged.
+                let _ = w.into_event();
                 false
             }
-            Update::Other(Watched::Failed(kind, e)) => {
-                warn!(kind, error = %e, "watch failed; retrying with backoff");
-                false
-            }
-            Update::Other(Watched::Event(_)) => false,
         };
         let synced = svc.synced && rc.synced && rs.synced && ss.synced;
         if synced && (changed || !was_synced) {
