@@ -32,13 +32,15 @@ impl Address for LimitedAddr {
 pub struct LimitedListener {
     inner: TcpListener,
     permits: Arc<Semaphore>,
+    /// Whether the limit was reached and not left since: logged once each time.
+    full: std::sync::atomic::AtomicBool,
 }
 
 impl LimitedListener {
     /// Binds `addr`, to hold at most `max_connections` (at least one) connections open.
     pub async fn bind(addr: SocketAddr, max_connections: usize) -> io::Result<Self> {
         let inner = TcpListener::bind(addr).await?;
-        Ok(Self { inner, permits: Arc::new(Semaphore::new(max_connections.max(1))) })
+        Ok(Self { inner, permits: Arc::new(Semaphore::new(max_connections.max(1))), full: Default::default() })
     }
 }
 
@@ -48,10 +50,16 @@ impl AddrListener<LimitedStream, LimitedAddr> for LimitedListener {
     }
 
     async fn accept_stream(&self) -> io::Result<(LimitedStream, LimitedAddr)> {
+        use std::sync::atomic::Ordering;
         let permit = match self.permits.clone().try_acquire_owned() {
-            Ok(p) => p,
+            Ok(p) => {
+                self.full.store(false, Ordering::Relaxed);
+                p
+            }
             Err(_) => {
-                tracing::warn!("connection limit reached: new connections wait until an open one closes");
+                if !self.full.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("connection limit reached: new connections wait until an open one closes");
+                }
                 self.permits.clone().acquire_owned().await.map_err(io::Error::other)?
             }
         };
