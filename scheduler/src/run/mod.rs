@@ -21,6 +21,7 @@ pub mod leader;
 pub mod metrics;
 pub mod pod_groups;
 pub mod preempt;
+mod scheduling;
 pub mod server;
 pub mod watches;
 pub mod workloads;
@@ -40,11 +41,12 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use thiserror::Error;
 use tokio::sync::{Semaphore, mpsc, watch};
-use tracing::{debug, error, info, info_span, warn};
+use tracing::{error, info, warn};
 
 use crate::config_file;
-use crate::engine::{Cycle, Cycler, Engine, Nomination, Outcome};
+use crate::engine::{Cycler, Engine, Nomination};
 use binder::BindRequest;
+use scheduling::scheduling_loop;
 
 /// What can stop `run` from starting.
 #[derive(Debug, Error)]
@@ -456,144 +458,6 @@ async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency:
             );
         }
         last = now;
-    }
-}
-
-/// The scheduling thread: it holds the state lock to pop a pod and refresh its snapshot,
-/// and again to assume or park it, but not while the plugins run.
-fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<Work>, mut cycler: Cycler) {
-    loop {
-        if shared.stopping() {
-            return;
-        }
-        let mut st = shared.lock();
-        if !shared.may_schedule_locked(&st) {
-            let _ = shared.cv.wait_timeout(st, Duration::from_millis(200));
-            continue;
-        }
-        let now = Instant::now();
-        st.engine.queue.flush_unschedulable(now);
-        for pod in st.engine.cache.expire_assumed(now) {
-            warn!(pod = %pod.key(), "assumed pod was never confirmed by the watch; forgetting it");
-            st.engine.on_event(ClusterEvent::PodDeleted(pod), now);
-        }
-        let span = info_span!("scheduling_cycle");
-        let _enter = span.enter();
-        let Some(begun) = cycler.begin(&mut st.engine, now) else {
-            let wait = st
-                .engine
-                .queue
-                .next_backoff()
-                .map(|t| t.saturating_duration_since(now))
-                .unwrap_or(Duration::from_secs(1))
-                .clamp(Duration::from_millis(5), Duration::from_secs(1));
-            let _ = shared.cv.wait_timeout(st, wait);
-            continue;
-        };
-        // A pod whose PodGroup does not exist yet waits for it.
-        if let Ok(attempt) = &begun
-            && let Some(group) = st.engine.groups.missing(&attempt.queued.pod)
-        {
-            let Ok(attempt) = begun else { continue };
-            let cycle = cycler.wait_for_group(&mut st.engine, attempt, &group, now);
-            drop(st);
-            if !dispatch(&shared, &work, cycle, now) {
-                return;
-            }
-            continue;
-        }
-        // A gang member: its whole group is decided at once, under the lock.
-        if let Ok(attempt) = &begun
-            && let Some((group, spec)) = st.engine.groups.gang_of(&attempt.queued.pod)
-        {
-            let api = crate::gang::api_of(&attempt.queued.pod);
-            let Ok(attempt) = begun else { continue };
-            let cycles = cycler.schedule_group(&mut st.engine, attempt, &group, &spec, now);
-            if !shared.is_leader() {
-                for cycle in &cycles {
-                    give_back(&mut st.engine, cycle, now);
-                }
-                continue;
-            }
-            let placed = cycles.iter().any(|c| matches!(c.outcome, Outcome::Scheduled { .. }));
-            let verdict = match cycles.iter().find(|_| !placed).map(|c| &c.outcome) {
-                Some(Outcome::Unschedulable { message, .. }) => Err(message.clone()),
-                _ => Ok(()),
-            };
-            let kube_group = (api == crate::gang::Api::Kubernetes).then(|| group.clone());
-            if api == crate::gang::Api::SchedulerPlugins {
-                st.dirty_groups.insert(group);
-            }
-            drop(st);
-            if let Some(g) = kube_group
-                && work.send(Work::GroupScheduled(g, verdict)).is_err()
-            {
-                return;
-            }
-            for cycle in cycles {
-                if !dispatch(&shared, &work, cycle, now) {
-                    return;
-                }
-            }
-            continue;
-        }
-        drop(st);
-        let cycle = match begun {
-            Err(cycle) => cycle,
-            Ok(attempt) => {
-                let ev = cycler.evaluate(&attempt);
-                let mut st = shared.lock();
-                let cycle = cycler.finish(&mut st.engine, attempt, ev, Instant::now());
-                if !shared.is_leader() && give_back(&mut st.engine, &cycle, now) {
-                    continue;
-                }
-                cycle
-            }
-        };
-        if !dispatch(&shared, &work, cycle, now) {
-            return;
-        }
-    }
-}
-
-/// Leadership was lost during the cycle, and another replica schedules now: a pod the
-/// cycle assumed is forgotten and requeued. Returns whether it was one.
-fn give_back(engine: &mut Engine, cycle: &Cycle, now: Instant) -> bool {
-    if !matches!(cycle.outcome, Outcome::Scheduled { .. }) {
-        return false;
-    }
-    if let Some(forgotten) = engine.cache.forget(&cycle.queued.pod.key()) {
-        engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
-    }
-    engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
-    true
-}
-
-/// Hands a finished cycle to the dispatcher: a bind, or an unschedulable report. False
-/// once the dispatcher is gone (shutting down).
-fn dispatch(shared: &Shared, work: &mpsc::UnboundedSender<Work>, cycle: Cycle, started: Instant) -> bool {
-    let pod = cycle.queued.pod.clone();
-    match cycle.outcome {
-        Outcome::Scheduled { node } => {
-            let req = BindRequest { pod, node, attempts: cycle.queued.attempts, profile: cycle.profile, started };
-            work.send(Work::Bind(req)).is_ok()
-        }
-        Outcome::Unschedulable { message, nomination } => {
-            debug!(pod = %pod.key(), %message, "unschedulable");
-            shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
-            shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
-            work.send(Work::Unschedulable(pod, message, nomination)).is_ok()
-        }
-        Outcome::Error { message } => {
-            warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
-            shared.stats.errors.fetch_add(1, Ordering::Relaxed);
-            shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
-            true
-        }
-        Outcome::Gone => {
-            debug!(pod = %pod.key(), "pod was deleted during its scheduling cycle");
-            true
-        }
     }
 }
 
