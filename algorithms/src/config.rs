@@ -395,6 +395,10 @@ mod tests {
                 "NodeAffinity",
                 "NodePorts",
                 "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread",
                 "InterPodAffinity"
             ]
@@ -468,7 +472,7 @@ mod tests {
         );
         let p = c.build_profiles().unwrap().remove(0);
         assert_eq!(p.scores.len(), 1);
-        assert_eq!(p.filters.len(), 8);
+        assert_eq!(p.filters.len(), 12);
     }
 
     #[test]

@@ -33,6 +33,47 @@ pub enum ClusterEvent {
     },
     /// A placed pod went away: deleted, finished, or its assumption forgotten.
     PodDeleted(Arc<PodInfo>),
+    /// A storage object was added, updated or deleted.
+    Storage(StorageEvent),
+}
+
+/// The kinds of storage objects the volume plugins read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StorageKind {
+    /// PersistentVolumeClaim.
+    Claim,
+    /// PersistentVolume.
+    Volume,
+    /// StorageClass.
+    Class,
+    /// CSINode.
+    CsiNode,
+    /// CSIDriver.
+    CsiDriver,
+    /// CSIStorageCapacity.
+    Capacity,
+}
+
+/// What happened to a storage object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StorageAction {
+    /// Created.
+    Add,
+    /// Changed.
+    Update,
+    /// Deleted.
+    Delete,
+}
+
+/// A change of one storage object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageEvent {
+    /// The object's kind.
+    pub kind: StorageKind,
+    /// What happened.
+    pub action: StorageAction,
+    /// The object's key: `namespace/name` for claims and capacities, else its name.
+    pub key: String,
 }
 
 impl ClusterEvent {
@@ -45,6 +86,7 @@ impl ClusterEvent {
             ClusterEvent::PodAdded(_) => "AssignedPodAdd",
             ClusterEvent::PodUpdated { .. } => "AssignedPodUpdate",
             ClusterEvent::PodDeleted(_) => "AssignedPodDelete",
+            ClusterEvent::Storage(e) => e.label(),
         }
     }
 
@@ -63,6 +105,34 @@ impl ClusterEvent {
             ClusterEvent::PodAdded(p) | ClusterEvent::PodDeleted(p) => Some(p),
             ClusterEvent::PodUpdated { new, .. } => Some(new),
             _ => None,
+        }
+    }
+}
+
+impl StorageEvent {
+    /// kube-scheduler's name of the event (`PersistentVolumeClaimAdd`, `CSINodeUpdate`).
+    pub fn label(&self) -> &'static str {
+        use StorageAction::{Add, Delete, Update};
+        use StorageKind::*;
+        match (self.kind, self.action) {
+            (Claim, Add) => "PersistentVolumeClaimAdd",
+            (Claim, Update) => "PersistentVolumeClaimUpdate",
+            (Claim, Delete) => "PersistentVolumeClaimDelete",
+            (Volume, Add) => "PersistentVolumeAdd",
+            (Volume, Update) => "PersistentVolumeUpdate",
+            (Volume, Delete) => "PersistentVolumeDelete",
+            (Class, Add) => "StorageClassAdd",
+            (Class, Update) => "StorageClassUpdate",
+            (Class, Delete) => "StorageClassDelete",
+            (CsiNode, Add) => "CSINodeAdd",
+            (CsiNode, Update) => "CSINodeUpdate",
+            (CsiNode, Delete) => "CSINodeDelete",
+            (CsiDriver, Add) => "CSIDriverAdd",
+            (CsiDriver, Update) => "CSIDriverUpdate",
+            (CsiDriver, Delete) => "CSIDriverDelete",
+            (Capacity, Add) => "CSIStorageCapacityAdd",
+            (Capacity, Update) => "CSIStorageCapacityUpdate",
+            (Capacity, Delete) => "CSIStorageCapacityDelete",
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod snapshot;
 pub mod status;
 pub mod taints;
 pub mod testing;
+pub mod volumes;
 
 pub use framework::{Evaluation, Profile};
 pub use node_info::NodeInfo;

@@ -196,6 +196,8 @@ pub struct PodInfo {
     /// `spec.schedulingGroup.podGroupName`: the `scheduling.k8s.io` PodGroup (in the pod's
     /// namespace) the pod belongs to.
     pub scheduling_group: Option<String>,
+    /// Claims, in-tree disks and inline CSI volumes.
+    pub volumes: crate::volumes::PodVolumes,
 }
 
 impl PodInfo {
@@ -297,6 +299,7 @@ impl PodInfo {
         for c in spec.topology_spread_constraints.iter().flatten() {
             info.spread_constraints.push(spread_constraint(c, &labels).map_err(sel_err("topologySpreadConstraints"))?);
         }
+        info.volumes = crate::volumes::PodVolumes::from_spec(&info.name, &info.uid, spec);
         info.labels = labels;
         (info.signature, info.signature_key) = signature(spec);
         Ok(info)

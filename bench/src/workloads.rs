@@ -28,6 +28,8 @@ pub struct Workload {
     pub measured_pods: Vec<core::Pod>,
     /// PodGroups (`namespace/name`, minMember) of gang workloads.
     pub pod_groups: Vec<(String, u32)>,
+    /// Claims, storage classes and CSI objects of volume workloads.
+    pub volumes: algorithms::volumes::VolumeState,
 }
 
 /// The label naming a pod's PodGroup.

@@ -80,6 +80,8 @@ pub struct Cache {
     images_changed: bool,
     namespaces_changed: bool,
     budgets: Arc<Vec<Budget>>,
+    /// Claims, volumes, classes and CSI objects, shared with every snapshot.
+    pub volumes: Arc<algorithms::volumes::VolumeStore>,
     /// Pods nominated to nodes by preemption.
     pub nominator: Nominator,
 }
@@ -295,6 +297,9 @@ impl Cache {
         }
         if !Arc::ptr_eq(&snap.budgets, &self.budgets) {
             snap.budgets = self.budgets.clone();
+        }
+        if !Arc::ptr_eq(&snap.volumes, &self.volumes) {
+            snap.volumes = self.volumes.clone();
         }
         self.nominator.update_snapshot(snap);
         let refreshed;

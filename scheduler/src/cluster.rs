@@ -1,4 +1,4 @@
-//! Loading a cluster snapshot: `kubectl get nodes,pods,namespaces -A -o yaml|json`
+//! Loading a cluster snapshot: `kubectl get nodes,pods,namespaces,pvc,pv,storageclasses,csinodes,csidrivers,csistoragecapacities -A -o yaml|json`
 //! (a `v1` `List`, a single object or multi-document YAML).
 
 use std::collections::HashMap;
@@ -8,6 +8,7 @@ use algorithms::labels::{LabelSelector, Labels};
 use algorithms::snapshot::WorkloadSelectors;
 use std::sync::Arc;
 
+use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState, VolumeStore};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
 use serde::Deserialize;
@@ -69,6 +70,8 @@ pub struct ClusterObjects {
     pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
     /// PodGroups (`scheduling.k8s.io/v1alpha2`) by `namespace/name`; `None` for the basic policy.
     pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
+    /// Claims, volumes, storage classes, CSINodes, CSIDrivers and CSIStorageCapacities.
+    pub volumes: VolumeState,
 }
 
 /// Parses JSON or (multi-document) YAML text into JSON values.
@@ -188,6 +191,30 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
                 })?;
                 out.kube_pod_groups.push(group);
             }
+            "PersistentVolumeClaim" => {
+                let o: core::PersistentVolumeClaim = typed(v, path, &kind, i)?;
+                out.volumes.upsert_claim(storage_object(Claim::from_api(&o), path, &kind, &name)?);
+            }
+            "PersistentVolume" => {
+                let o: core::PersistentVolume = typed(v, path, &kind, i)?;
+                out.volumes.upsert_volume(storage_object(Volume::from_api(&o), path, &kind, &name)?);
+            }
+            "StorageClass" => {
+                let o: k8s_openapi::api::storage::v1::StorageClass = typed(v, path, &kind, i)?;
+                out.volumes.upsert_class(storage_object(StorageClass::from_api(&o), path, &kind, &name)?);
+            }
+            "CSINode" => {
+                let o: k8s_openapi::api::storage::v1::CSINode = typed(v, path, &kind, i)?;
+                out.volumes.upsert_csi_node(storage_object(CsiNode::from_api(&o), path, &kind, &name)?);
+            }
+            "CSIDriver" => {
+                let o: k8s_openapi::api::storage::v1::CSIDriver = typed(v, path, &kind, i)?;
+                out.volumes.upsert_driver(storage_object(CsiDriver::from_api(&o), path, &kind, &name)?);
+            }
+            "CSIStorageCapacity" => {
+                let o: k8s_openapi::api::storage::v1::CSIStorageCapacity = typed(v, path, &kind, i)?;
+                out.volumes.upsert_capacity(storage_object(Capacity::from_api(&o), path, &kind, &name)?);
+            }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
                 out.budgets.push(algorithms::preemption::Budget::from_api(&pdb));
@@ -197,6 +224,17 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
         }
     }
     Ok(out)
+}
+
+/// A storage object that parsed, or the error naming it.
+fn storage_object<T>(r: Result<T, String>, path: &str, kind: &str, name: &str) -> Result<T, LoadError> {
+    r.map_err(|message| LoadError::Object {
+        path: path.into(),
+        kind: kind.into(),
+        name: name.into(),
+        field: "(see message)".into(),
+        message,
+    })
 }
 
 /// Reads a snapshot file.
@@ -225,6 +263,8 @@ pub struct ParsedCluster {
     pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
     /// `scheduling.k8s.io` PodGroups by `namespace/name`.
     pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
+    /// Storage objects.
+    pub volumes: VolumeState,
 }
 
 /// Whether a pod has finished (its resources are free again).
@@ -292,6 +332,7 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         budgets: objects.budgets.clone(),
         pod_groups: objects.pod_groups.clone(),
         kube_pod_groups: objects.kube_pod_groups.clone(),
+        volumes: objects.volumes.clone(),
     })
 }
 
@@ -308,6 +349,7 @@ impl ParsedCluster {
         let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect(), self.namespaces.clone());
         snap.workloads = Arc::new(self.workloads.clone());
         snap.budgets = Arc::new(self.budgets.clone());
+        snap.volumes = Arc::new(VolumeStore::new(self.volumes.clone()));
         snap
     }
 }

@@ -162,7 +162,10 @@ pub async fn serve(
 ) -> Result<(), ExtenderError> {
     algorithms::status::set_details_enabled(false);
     let (cfg, profiles) = config_file::profiles(opts.config.as_deref()).map_err(RunError::from)?;
-    let profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
+    let mut profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
+    // kube-scheduler, which calls the extender, runs the volume plugins itself with the
+    // claims and volumes it watches; the extender does not watch them.
+    profile.filters.retain(|f| !algorithms::plugins::registry::VOLUME_FILTERS.contains(&f.name()));
     let mut managed = opts.managed_resources.clone();
     for e in &cfg.extenders {
         for m in &e.managed_resources {

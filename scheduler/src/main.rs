@@ -308,6 +308,7 @@ fn demo_objects(seed: u64) -> ClusterObjects {
         budgets: Default::default(),
         pod_groups: Default::default(),
         kube_pod_groups: Default::default(),
+        volumes: Default::default(),
     }
 }
 
@@ -411,6 +412,7 @@ fn run_workload(
             .map(|(key, min)| (key.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
             .collect(),
         kube_pod_groups: Vec::new(),
+        volumes: w.volumes,
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

@@ -179,6 +179,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
     }
     engine.cache.set_workloads(cluster.workloads);
     engine.cache.set_budgets(cluster.budgets);
+    *engine.cache.volumes.write() = cluster.volumes;
     for (key, spec) in cluster.pod_groups {
         engine.groups.upsert(key, spec);
     }

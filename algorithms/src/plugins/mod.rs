@@ -12,10 +12,14 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod registry;
 pub mod resource_allocation;
 pub mod taint_toleration;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 use thiserror::Error;
 

@@ -16,6 +16,10 @@ use super::node_resources_fit::{self, NodeResourcesFit};
 use super::node_unschedulable::{self, NodeUnschedulable};
 use super::pod_topology_spread::{self, PodTopologySpread};
 use super::taint_toleration::{self, TaintToleration};
+use super::volume_binding::{self, VolumeBinding};
+use super::volume_restrictions::{self, VolumeRestrictions};
+use super::volume_zone::{self, VolumeZone};
+use super::node_volume_limits::{self, NodeVolumeLimits};
 use crate::framework::{FilterPlugin, ScorePlugin};
 
 /// Filters of kube-scheduler's default profile that this scheduler runs, in order.
@@ -26,9 +30,18 @@ pub const DEFAULT_FILTERS: &[&str] = &[
     node_affinity::NAME,
     node_ports::NAME,
     node_resources_fit::NAME,
+    volume_restrictions::NAME,
+    node_volume_limits::NAME,
+    volume_binding::NAME,
+    volume_zone::NAME,
     pod_topology_spread::NAME,
     inter_pod_affinity::NAME,
 ];
+
+/// The filters that read claims, volumes and CSI objects: only a scheduler that watches
+/// those (not the extender, whose caller runs its own) can run them.
+pub const VOLUME_FILTERS: &[&str] =
+    &[volume_restrictions::NAME, node_volume_limits::NAME, volume_binding::NAME, volume_zone::NAME];
 
 /// Scores of kube-scheduler's default profile with their default weights, in order.
 pub const DEFAULT_SCORES: &[(&str, i64)] = &[
@@ -47,16 +60,12 @@ pub const OPTIONAL_SCORES: &[&str] = &[device_packing::NAME];
 /// kube-scheduler plugins that are accepted in configuration without being filter or
 /// score plugins: queue sort, binding, preemption and gates, which the scheduling loop
 /// itself provides (DefaultPreemption's switch and args are read into the profile), and
-/// the volume plugins, which have no effect here yet.
+/// DynamicResources, which has no effect here.
 pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "PrioritySort",
     "SchedulingGates",
     "DefaultBinder",
     "DefaultPreemption",
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
     "DynamicResources",
 ];
 
@@ -116,6 +125,10 @@ pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, Args
         balanced_allocation::NAME => {
             Built { filter: None, score: Some(Arc::new(BalancedAllocation::new(&parse(name, args)?)?)) }
         }
+        volume_restrictions::NAME => Built { filter: Some(Arc::new(VolumeRestrictions)), score: None },
+        node_volume_limits::NAME => Built { filter: Some(Arc::new(NodeVolumeLimits)), score: None },
+        volume_zone::NAME => Built { filter: Some(Arc::new(VolumeZone)), score: None },
+        volume_binding::NAME => Built { filter: Some(Arc::new(VolumeBinding { args: parse(name, args)? })), score: None },
         image_locality::NAME => Built { filter: None, score: Some(Arc::new(ImageLocality)) },
         device_packing::NAME => Built { filter: None, score: Some(Arc::new(DevicePacking::new(&parse(name, args)?)?)) },
         other => return Err(ArgsError::new(other, "unknown plugin")),

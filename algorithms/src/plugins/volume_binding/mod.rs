@@ -1,0 +1,130 @@
+//! VolumeBinding: a pod's PersistentVolumeClaims must be bound to volumes its node can
+//! reach, or bindable on it: a matching static volume, or a provisioner whose allowed
+//! topology and storage capacity cover the node (WaitForFirstConsumer classes).
+//!
+//! Reserve ([`assume`]) and PreBind (in the scheduler: API writes, then waiting until
+//! the claims are bound) complete it.
+
+mod assume;
+mod binder;
+mod claims;
+#[cfg(test)]
+mod tests;
+
+pub use assume::{assume, bind_volume_to_claim, revert, select_node};
+pub use binder::{
+    BindingState, ClaimPlan, ERR_BIND_CONFLICT, ERR_NODE_CONFLICT, ERR_NOT_ENOUGH_SPACE, ERR_PV_NOT_EXIST,
+    NodeBindings, Provisioning, Verdict, binding_state, bound_to, find_pod_volumes,
+};
+pub use claims::{ERR_UNBOUND_IMMEDIATE, PodClaims, delayed, lookup, owned_by, pod_claims};
+
+use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+use crate::volumes::VolumeState;
+
+/// Plugin name.
+pub const NAME: &str = "VolumeBinding";
+/// Default `bindTimeoutSeconds`: how long PreBind waits for the claims to be bound.
+pub const DEFAULT_BIND_TIMEOUT_SECONDS: u64 = 600;
+
+/// `VolumeBindingArgs`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeBindingArgs {
+    /// How long PreBind waits for the claims to be bound.
+    #[serde(default = "default_timeout")]
+    pub bind_timeout_seconds: u64,
+    /// Utilization-to-score points; scoring needs the StorageCapacityScoring feature,
+    /// off in kube-scheduler v1.36, so a shape is accepted and not used.
+    #[serde(default)]
+    pub shape: Vec<serde_json::Value>,
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_BIND_TIMEOUT_SECONDS
+}
+
+impl Default for VolumeBindingArgs {
+    fn default() -> Self {
+        VolumeBindingArgs { bind_timeout_seconds: DEFAULT_BIND_TIMEOUT_SECONDS, shape: Vec::new() }
+    }
+}
+
+/// The VolumeBinding filter.
+#[derive(Debug, Default)]
+pub struct VolumeBinding {
+    /// Its arguments.
+    pub args: VolumeBindingArgs,
+}
+
+/// PreFilter, for a caller with the store locked: Skip for a pod without claims, a
+/// rejection of every node, or the state Filter and Reserve read.
+pub fn pre_filter(pod: &PodInfo, state: &VolumeState) -> Result<Option<BindingState>, Status> {
+    if pod.volumes.claims.is_empty() {
+        return Ok(None);
+    }
+    let claims = pod_claims(pod, state)?;
+    Ok(Some(binding_state(claims, state)))
+}
+
+/// Filter on one node, from PreFilter's state.
+pub fn filter_node(s: &BindingState, node: &NodeInfo) -> Status {
+    match find_pod_volumes(s, node) {
+        Err(e) => Status::error(e),
+        Ok((_, verdict)) => {
+            let reasons = verdict.reasons();
+            if reasons.is_empty() {
+                return Status::success();
+            }
+            let mut st = Status::unresolvable(reasons[0]);
+            st.reasons.extend(reasons[1..].iter().map(|r| std::borrow::Cow::Borrowed(*r)));
+            st
+        }
+    }
+}
+
+impl FilterPlugin for VolumeBinding {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
+        match pre_filter(pod, &snapshot.volumes.read()) {
+            Ok(None) => PreFilterOutcome::skip(),
+            Ok(Some(s)) => PreFilterOutcome::run(PluginState::new(s)),
+            Err(st) => PreFilterOutcome::reject(st),
+        }
+    }
+
+    fn filter(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo) -> Status {
+        match state.get::<BindingState>() {
+            Some(s) => filter_node(s, node),
+            None => Status::error("VolumeBinding state is missing"),
+        }
+    }
+
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        match event {
+            ClusterEvent::NodeAdded(_) => QueueingHint::Queue,
+            ClusterEvent::NodeUpdated { old, new } => QueueingHint::from_bool(old.labels != new.labels),
+            ClusterEvent::Storage(e) if e.action == StorageAction::Delete => QueueingHint::Skip,
+            ClusterEvent::Storage(e) => QueueingHint::from_bool(match e.kind {
+                StorageKind::Claim => uses_claim(pod, &e.key),
+                StorageKind::Volume | StorageKind::Class | StorageKind::CsiNode | StorageKind::Capacity => true,
+                StorageKind::CsiDriver => false,
+            }),
+            _ => QueueingHint::Skip,
+        }
+    }
+}
+
+/// Whether `key` (`namespace/name`) is one of the pod's claims.
+pub fn uses_claim(pod: &PodInfo, key: &str) -> bool {
+    key.split_once('/').is_some_and(|(ns, name)| {
+        ns == pod.namespace && pod.volumes.claims.iter().any(|c| c.claim == name)
+    })
+}

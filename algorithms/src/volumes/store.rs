@@ -1,0 +1,261 @@
+//! The storage objects of the cluster, shared by the cache and every snapshot, with the
+//! bindings the scheduler assumed on top of what the API server last said.
+//!
+//! As in kube-scheduler, the volume plugins read this live store rather than a copy
+//! made for the cycle: claims and volumes change with every pod that provisions one,
+//! and copying them per cycle would cost more than the plugins themselves.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::objects::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};
+
+/// The objects, keyed as the API names them (claims and capacities by `namespace/name`).
+#[derive(Debug, Default, Clone)]
+pub struct VolumeState {
+    claims: HashMap<String, Arc<Claim>>,
+    volumes: HashMap<String, Arc<Volume>>,
+    classes: HashMap<String, Arc<StorageClass>>,
+    csi_nodes: HashMap<String, Arc<CsiNode>>,
+    drivers: HashMap<String, Arc<CsiDriver>>,
+    capacities: HashMap<String, Arc<Capacity>>,
+    /// Assumed claims with the resource version of the object they were assumed over.
+    assumed_claims: HashMap<String, (Arc<Claim>, String)>,
+    /// Assumed volumes, likewise.
+    assumed_volumes: HashMap<String, (Arc<Volume>, String)>,
+    /// Volume names by class, for static matching.
+    by_class: HashMap<String, BTreeSet<String>>,
+    /// Bumped on every change.
+    generation: u64,
+}
+
+impl VolumeState {
+    /// A claim by `namespace/name`, as assumed if it is.
+    pub fn claim(&self, key: &str) -> Option<&Arc<Claim>> {
+        self.assumed_claims.get(key).map(|(c, _)| c).or_else(|| self.claims.get(key))
+    }
+
+    /// A volume by name, as assumed if it is.
+    pub fn volume(&self, name: &str) -> Option<&Arc<Volume>> {
+        self.assumed_volumes.get(name).map(|(v, _)| v).or_else(|| self.volumes.get(name))
+    }
+
+    /// A storage class by name.
+    pub fn class(&self, name: &str) -> Option<&Arc<StorageClass>> {
+        self.classes.get(name)
+    }
+
+    /// A node's CSINode.
+    pub fn csi_node(&self, node: &str) -> Option<&Arc<CsiNode>> {
+        self.csi_nodes.get(node)
+    }
+
+    /// A CSIDriver by name.
+    pub fn driver(&self, name: &str) -> Option<&Arc<CsiDriver>> {
+        self.drivers.get(name)
+    }
+
+    /// Every CSIStorageCapacity.
+    pub fn capacities(&self) -> impl Iterator<Item = &Arc<Capacity>> {
+        self.capacities.values()
+    }
+
+    /// The volumes of a class, by name.
+    pub fn volumes_of_class<'a>(&'a self, class: &str) -> impl Iterator<Item = &'a Arc<Volume>> + 'a {
+        self.by_class.get(class).into_iter().flatten().filter_map(|n| self.volume(n))
+    }
+
+    /// Every claim (as assumed).
+    pub fn claims(&self) -> impl Iterator<Item = &Arc<Claim>> {
+        self.claims
+            .iter()
+            .filter(|(k, _)| !self.assumed_claims.contains_key(*k))
+            .map(|(_, c)| c)
+            .chain(self.assumed_claims.values().map(|(c, _)| c))
+    }
+
+    /// Every volume (as assumed).
+    pub fn volumes(&self) -> impl Iterator<Item = &Arc<Volume>> {
+        self.volumes
+            .iter()
+            .filter(|(k, _)| !self.assumed_volumes.contains_key(*k))
+            .map(|(_, v)| v)
+            .chain(self.assumed_volumes.values().map(|(v, _)| v))
+    }
+
+    /// Counts of claims, volumes, classes, CSINodes, CSIDrivers and capacities.
+    pub fn counts(&self) -> [usize; 6] {
+        [
+            self.claims.len(),
+            self.volumes.len(),
+            self.classes.len(),
+            self.csi_nodes.len(),
+            self.drivers.len(),
+            self.capacities.len(),
+        ]
+    }
+
+    /// Changes with every update.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Adds or replaces a claim from the API; an assumption over an older version goes.
+    pub fn upsert_claim(&mut self, claim: Claim) -> Option<Arc<Claim>> {
+        let key = claim.key();
+        if self.assumed_claims.get(&key).is_some_and(|(_, base)| *base != claim.resource_version) {
+            self.assumed_claims.remove(&key);
+        }
+        self.generation += 1;
+        self.claims.insert(key, Arc::new(claim))
+    }
+
+    /// Removes a claim.
+    pub fn remove_claim(&mut self, key: &str) -> Option<Arc<Claim>> {
+        self.generation += 1;
+        self.assumed_claims.remove(key);
+        self.claims.remove(key)
+    }
+
+    /// Adds or replaces a volume from the API; an assumption over an older version goes.
+    pub fn upsert_volume(&mut self, volume: Volume) -> Option<Arc<Volume>> {
+        if self.assumed_volumes.get(&volume.name).is_some_and(|(_, base)| *base != volume.resource_version) {
+            self.assumed_volumes.remove(&volume.name);
+        }
+        self.generation += 1;
+        let old = self.volumes.insert(volume.name.clone(), Arc::new(volume.clone()));
+        if let Some(o) = &old
+            && o.class != volume.class
+        {
+            self.unindex(&o.class, &o.name);
+        }
+        self.by_class.entry(volume.class.clone()).or_default().insert(volume.name);
+        old
+    }
+
+    fn unindex(&mut self, class: &str, name: &str) {
+        if let Some(set) = self.by_class.get_mut(class) {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_class.remove(class);
+            }
+        }
+    }
+
+    /// Removes a volume.
+    pub fn remove_volume(&mut self, name: &str) -> Option<Arc<Volume>> {
+        self.generation += 1;
+        self.assumed_volumes.remove(name);
+        let old = self.volumes.remove(name)?;
+        self.unindex(&old.class.clone(), name);
+        Some(old)
+    }
+
+    /// Adds or replaces a storage class.
+    pub fn upsert_class(&mut self, class: StorageClass) -> Option<Arc<StorageClass>> {
+        self.generation += 1;
+        self.classes.insert(class.name.clone(), Arc::new(class))
+    }
+
+    /// Removes a storage class.
+    pub fn remove_class(&mut self, name: &str) -> Option<Arc<StorageClass>> {
+        self.generation += 1;
+        self.classes.remove(name)
+    }
+
+    /// Adds or replaces a CSINode.
+    pub fn upsert_csi_node(&mut self, n: CsiNode) -> Option<Arc<CsiNode>> {
+        self.generation += 1;
+        self.csi_nodes.insert(n.name.clone(), Arc::new(n))
+    }
+
+    /// Removes a CSINode.
+    pub fn remove_csi_node(&mut self, name: &str) -> Option<Arc<CsiNode>> {
+        self.generation += 1;
+        self.csi_nodes.remove(name)
+    }
+
+    /// Adds or replaces a CSIDriver.
+    pub fn upsert_driver(&mut self, d: CsiDriver) -> Option<Arc<CsiDriver>> {
+        self.generation += 1;
+        self.drivers.insert(d.name.clone(), Arc::new(d))
+    }
+
+    /// Removes a CSIDriver.
+    pub fn remove_driver(&mut self, name: &str) -> Option<Arc<CsiDriver>> {
+        self.generation += 1;
+        self.drivers.remove(name)
+    }
+
+    /// Adds or replaces a CSIStorageCapacity.
+    pub fn upsert_capacity(&mut self, c: Capacity) -> Option<Arc<Capacity>> {
+        self.generation += 1;
+        self.capacities.insert(c.key(), Arc::new(c))
+    }
+
+    /// Removes a CSIStorageCapacity.
+    pub fn remove_capacity(&mut self, key: &str) -> Option<Arc<Capacity>> {
+        self.generation += 1;
+        self.capacities.remove(key)
+    }
+
+    /// Assumes a claim as the scheduler is about to write it.
+    pub fn assume_claim(&mut self, claim: Claim) {
+        let key = claim.key();
+        let base = self.claims.get(&key).map(|c| c.resource_version.clone()).unwrap_or_default();
+        self.generation += 1;
+        self.assumed_claims.insert(key, (Arc::new(claim), base));
+    }
+
+    /// Assumes a volume as the scheduler is about to write it.
+    pub fn assume_volume(&mut self, volume: Volume) {
+        let base = self.volumes.get(&volume.name).map(|v| v.resource_version.clone()).unwrap_or_default();
+        if !self.volumes.contains_key(&volume.name) {
+            self.by_class.entry(volume.class.clone()).or_default().insert(volume.name.clone());
+        }
+        self.generation += 1;
+        self.assumed_volumes.insert(volume.name.clone(), (Arc::new(volume), base));
+    }
+
+    /// Drops the assumption of a claim (Unreserve), back to the API's version.
+    pub fn forget_claim(&mut self, key: &str) {
+        self.generation += 1;
+        self.assumed_claims.remove(key);
+    }
+
+    /// Drops the assumption of a volume (Unreserve), back to the API's version.
+    pub fn forget_volume(&mut self, name: &str) {
+        self.generation += 1;
+        if let Some((v, _)) = self.assumed_volumes.remove(name)
+            && !self.volumes.contains_key(name)
+        {
+            self.unindex(&v.class, name);
+        }
+    }
+
+    /// Whether a claim's current state is an assumption not yet seen from the API.
+    pub fn is_assumed_claim(&self, key: &str) -> bool {
+        self.assumed_claims.contains_key(key)
+    }
+}
+
+/// [`VolumeState`] behind a lock, shared by the cache and the snapshots.
+#[derive(Debug, Default)]
+pub struct VolumeStore(RwLock<VolumeState>);
+
+impl VolumeStore {
+    /// A store holding `state`.
+    pub fn new(state: VolumeState) -> Self {
+        VolumeStore(RwLock::new(state))
+    }
+
+    /// Reads the state (a writer that panicked leaves it readable).
+    pub fn read(&self) -> RwLockReadGuard<'_, VolumeState> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Changes the state.
+    pub fn write(&self) -> RwLockWriteGuard<'_, VolumeState> {
+        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
