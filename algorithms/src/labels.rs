@@ -50,7 +50,7 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    fn new(key: &str, op: &str, values: &[String], node: bool) -> Result<Self, SelectorError> {
+    pub(crate) fn new(key: &str, op: &str, values: &[String], node: bool) -> Result<Self, SelectorError> {
         let err = |reason: &str| SelectorError { key: key.to_string(), reason: reason.to_string() };
         let op = match op {
             "In" => Operator::In,

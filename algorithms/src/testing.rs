@@ -54,6 +54,33 @@ impl PodBuilder {
         self.spec().affinity.get_or_insert_with(Default::default)
     }
 
+    /// Adds a volume.
+    pub fn volume(mut self, v: core::Volume) -> Self {
+        self.spec().volumes.get_or_insert_with(Vec::new).push(v);
+        self
+    }
+
+    /// Adds a volume mounting the claim `claim`.
+    pub fn claim(self, volume: &str, claim: &str) -> Self {
+        self.volume(core::Volume {
+            name: volume.into(),
+            persistent_volume_claim: Some(core::PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: None,
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// Adds a generic ephemeral volume (its claim is `<pod>-<volume>`).
+    pub fn ephemeral(self, volume: &str) -> Self {
+        self.volume(core::Volume {
+            name: volume.into(),
+            ephemeral: Some(core::EphemeralVolumeSource::default()),
+            ..Default::default()
+        })
+    }
+
     /// Sets the namespace.
     pub fn namespace(mut self, ns: &str) -> Self {
         self.pod.metadata.namespace = Some(ns.into());

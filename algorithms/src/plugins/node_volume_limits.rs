@@ -118,7 +118,9 @@ impl FilterPlugin for NodeVolumeLimits {
 
     fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
         QueueingHint::from_bool(match event {
-            ClusterEvent::PodDeleted(gone) => !gone.volumes.claims.is_empty() || !gone.volumes.inline_in_tree.is_empty(),
+            ClusterEvent::PodDeleted(gone) => {
+                !gone.volumes.claims.is_empty() || !gone.volumes.inline_in_tree.is_empty()
+            }
             ClusterEvent::Storage(e) => match (e.kind, e.action) {
                 (StorageKind::CsiNode, StorageAction::Add | StorageAction::Update) => true,
                 (StorageKind::Claim, StorageAction::Add) => super::volume_binding::uses_claim(pod, &e.key),
@@ -139,9 +141,8 @@ pub fn filter_node(pod: &PodInfo, node: &NodeInfo, state: &VolumeState) -> Statu
     if new.is_empty() {
         return Status::success();
     }
-    let limits: HashMap<&str, i64> = csi_node
-        .map(|n| n.drivers.iter().filter_map(|(d, c)| Some((d.as_str(), (*c)?))).collect())
-        .unwrap_or_default();
+    let limits: HashMap<&str, i64> =
+        csi_node.map(|n| n.drivers.iter().filter_map(|(d, c)| Some((d.as_str(), (*c)?))).collect()).unwrap_or_default();
     if limits.is_empty() {
         return Status::success();
     }

@@ -14,12 +14,12 @@ use super::node_name::{self, NodeName};
 use super::node_ports::{self, NodePorts};
 use super::node_resources_fit::{self, NodeResourcesFit};
 use super::node_unschedulable::{self, NodeUnschedulable};
+use super::node_volume_limits::{self, NodeVolumeLimits};
 use super::pod_topology_spread::{self, PodTopologySpread};
 use super::taint_toleration::{self, TaintToleration};
 use super::volume_binding::{self, VolumeBinding};
 use super::volume_restrictions::{self, VolumeRestrictions};
 use super::volume_zone::{self, VolumeZone};
-use super::node_volume_limits::{self, NodeVolumeLimits};
 use crate::framework::{FilterPlugin, ScorePlugin};
 
 /// Filters of kube-scheduler's default profile that this scheduler runs, in order.
@@ -61,13 +61,8 @@ pub const OPTIONAL_SCORES: &[&str] = &[device_packing::NAME];
 /// score plugins: queue sort, binding, preemption and gates, which the scheduling loop
 /// itself provides (DefaultPreemption's switch and args are read into the profile), and
 /// DynamicResources, which has no effect here.
-pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
-    "PrioritySort",
-    "SchedulingGates",
-    "DefaultBinder",
-    "DefaultPreemption",
-    "DynamicResources",
-];
+pub const ACCEPTED_WITHOUT_EFFECT: &[&str] =
+    &["PrioritySort", "SchedulingGates", "DefaultBinder", "DefaultPreemption", "DynamicResources"];
 
 /// Whether a name is a plugin this scheduler implements.
 pub fn is_known(name: &str) -> bool {
@@ -128,7 +123,9 @@ pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, Args
         volume_restrictions::NAME => Built { filter: Some(Arc::new(VolumeRestrictions)), score: None },
         node_volume_limits::NAME => Built { filter: Some(Arc::new(NodeVolumeLimits)), score: None },
         volume_zone::NAME => Built { filter: Some(Arc::new(VolumeZone)), score: None },
-        volume_binding::NAME => Built { filter: Some(Arc::new(VolumeBinding { args: parse(name, args)? })), score: None },
+        volume_binding::NAME => {
+            Built { filter: Some(Arc::new(VolumeBinding { args: parse(name, args)? })), score: None }
+        }
         image_locality::NAME => Built { filter: None, score: Some(Arc::new(ImageLocality)) },
         device_packing::NAME => Built { filter: None, score: Some(Arc::new(DevicePacking::new(&parse(name, args)?)?)) },
         other => return Err(ArgsError::new(other, "unknown plugin")),

@@ -57,7 +57,10 @@ impl FilterPlugin for VolumeRestrictions {
         let in_use = rwop
             .iter()
             .filter(|name| {
-                snapshot.nodes.iter().any(|n| n.pods.iter().any(|p| p.key() != pod.key() && mounts(p, &pod.namespace, name)))
+                snapshot
+                    .nodes
+                    .iter()
+                    .any(|n| n.pods.iter().any(|p| p.key() != pod.key() && mounts(p, &pod.namespace, name)))
             })
             .count();
         if pod.volumes.disks.is_empty() && in_use == 0 {

@@ -57,10 +57,7 @@ fn topologies(pod: &PodInfo, state: &VolumeState) -> Result<Vec<Topology>, Statu
                 return Err(Status::unresolvable("PersistentVolumeClaim had no pv name and storageClass name"));
             }
             let Some(class) = state.class(&claim.class) else {
-                return Err(Status::unresolvable(format!(
-                    "storageclass.storage.k8s.io \"{}\" not found",
-                    claim.class
-                )));
+                return Err(Status::unresolvable(format!("storageclass.storage.k8s.io \"{}\" not found", claim.class)));
             };
             if class.wait_for_first_consumer {
                 continue;

@@ -5,6 +5,7 @@ pub mod migration;
 pub mod objects;
 pub mod pod;
 pub mod store;
+pub mod testing;
 
 pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume, VolumeHandle};
 pub use pod::{Disk, PodClaim, PodVolumes};

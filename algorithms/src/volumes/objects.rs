@@ -246,9 +246,10 @@ impl StorageClass {
     /// Whether a node with these labels is inside `allowedTopologies`.
     pub fn allows(&self, node_labels: &Labels) -> bool {
         self.allowed_topologies.is_empty()
-            || self.allowed_topologies.iter().any(|term| {
-                term.iter().all(|(k, vs)| node_labels.get(k).is_some_and(|v| vs.iter().any(|x| x == v)))
-            })
+            || self
+                .allowed_topologies
+                .iter()
+                .any(|term| term.iter().all(|(k, vs)| node_labels.get(k).is_some_and(|v| vs.iter().any(|x| x == v))))
     }
 }
 
@@ -326,7 +327,9 @@ impl Capacity {
     /// Parses an API CSIStorageCapacity.
     pub fn from_api(c: &storage::CSIStorageCapacity) -> Result<Self, String> {
         let bytes = |q: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>, field: &str| {
-            q.as_ref().map(|q| Quantity::parse(&q.0).map(|q| q.value()).map_err(|e| format!("{field}: {e}"))).transpose()
+            q.as_ref()
+                .map(|q| Quantity::parse(&q.0).map(|q| q.value()).map_err(|e| format!("{field}: {e}")))
+                .transpose()
         };
         Ok(Capacity {
             namespace: c.metadata.namespace.clone().unwrap_or_default(),

@@ -40,7 +40,7 @@ pub fn lookup(pod: &PodInfo, c: &PodClaim, state: &VolumeState) -> Result<Arc<Cl
         return Err(Status::unresolvable(format!("persistentvolumeclaim \"{}\" is being deleted", c.claim)));
     }
     if c.ephemeral {
-        owned_by(pod, &claim).map_err(Status::unresolvable)?;
+        owned_by(pod, claim).map_err(Status::unresolvable)?;
     }
     Ok(claim.clone())
 }

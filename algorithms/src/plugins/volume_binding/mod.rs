@@ -124,7 +124,6 @@ impl FilterPlugin for VolumeBinding {
 
 /// Whether `key` (`namespace/name`) is one of the pod's claims.
 pub fn uses_claim(pod: &PodInfo, key: &str) -> bool {
-    key.split_once('/').is_some_and(|(ns, name)| {
-        ns == pod.namespace && pod.volumes.claims.iter().any(|c| c.claim == name)
-    })
+    key.split_once('/')
+        .is_some_and(|(ns, name)| ns == pod.namespace && pod.volumes.claims.iter().any(|c| c.claim == name))
 }
