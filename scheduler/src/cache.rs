@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::labels::Labels;
+use algorithms::plugins::volume_binding::NodeBindings;
 use algorithms::preemption::Budget;
 use algorithms::snapshot::WorkloadSelectors;
 use algorithms::{NodeInfo, PodInfo, Snapshot};
@@ -84,6 +85,8 @@ pub struct Cache {
     pub volumes: Arc<algorithms::volumes::VolumeStore>,
     /// Pods nominated to nodes by preemption.
     pub nominator: Nominator,
+    /// Volume bindings assumed for pods being bound (VolumeBinding's Reserve), by pod key.
+    reservations: HashMap<String, NodeBindings>,
 }
 
 impl Cache {
@@ -200,6 +203,8 @@ impl Cache {
             return Ok(previous);
         }
         self.place(pod, &node)?;
+        // A bound pod's claims are bound: its reservation has served.
+        self.reservations.remove(&key);
         self.pods.insert(key, PodState { node, assumed: false, deadline: None });
         Ok(previous)
     }
@@ -245,7 +250,10 @@ impl Cache {
     /// Drops an assumed pod whose binding failed.
     pub fn forget(&mut self, key: &str) -> Option<Arc<PodInfo>> {
         match self.pods.get(key) {
-            Some(st) if st.assumed => self.remove_pod(key),
+            Some(st) if st.assumed => {
+                self.unreserve_volumes(key);
+                self.remove_pod(key)
+            }
             _ => None,
         }
     }
@@ -258,6 +266,9 @@ impl Cache {
             .filter(|(_, st)| st.assumed && st.deadline.is_some_and(|d| d <= now))
             .map(|(k, _)| k.clone())
             .collect();
+        for k in &expired {
+            self.unreserve_volumes(k);
+        }
         expired.iter().filter_map(|k| self.remove_pod(k)).collect()
     }
 
@@ -324,6 +335,8 @@ impl Cache {
         refreshed
     }
 }
+
+mod volumes;
 
 #[cfg(test)]
 mod tests {

@@ -149,6 +149,17 @@ impl Engine {
         self.queue.on_event(event, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev))
     }
 
+    /// Assume and Reserve: places the pod on the node in the cache and, when the profile
+    /// runs VolumeBinding, assumes its volume bindings there. On failure nothing is kept.
+    pub fn reserve(&mut self, pod: &PodInfo, node: &str, binds_volumes: bool) -> Result<Arc<PodInfo>, String> {
+        let placed = self.cache.assume(pod, node).map_err(|e| format!("failed to assume pod: {e}"))?;
+        if binds_volumes && let Err(e) = self.cache.reserve_volumes(pod, node) {
+            self.cache.forget(&pod.key());
+            return Err(format!("running Reserve plugin \"VolumeBinding\": {e}"));
+        }
+        Ok(placed)
+    }
+
     /// Parks a pod that fits nowhere, unless an event seen during its cycle may help it.
     fn park(&mut self, key: &str, rejected_by: Vec<&'static str>, now: Instant) {
         let profiles = &self.profiles;
@@ -191,6 +202,13 @@ impl Cycler {
             caches: Vec::new(),
             next_start: 0,
         }
+    }
+
+    /// Whether the profile at `index` runs VolumeBinding (and so reserves volumes).
+    fn binds_volumes(&self, index: usize) -> bool {
+        self.profiles
+            .get(index)
+            .is_some_and(|p| p.filters.iter().any(|f| f.name() == algorithms::plugins::volume_binding::NAME))
     }
 
     /// The snapshot of the last cycle.
@@ -286,16 +304,16 @@ impl Cycler {
             }
             (Some(i), None) => {
                 let node = self.snapshot.nodes[i].name.clone();
-                match engine.cache.assume(&pod, &node) {
+                match engine.reserve(&pod, &node, self.binds_volumes(profile)) {
                     Ok(placed) => {
                         engine.queue.done(&key);
                         engine.cache.nominator.remove(&key);
                         engine.on_event(ClusterEvent::PodAdded(placed), now);
                         Outcome::Scheduled { node }
                     }
-                    Err(e) => {
+                    Err(message) => {
                         engine.queue.error(&key, now);
-                        Outcome::Error { message: format!("failed to assume pod: {e}") }
+                        Outcome::Error { message }
                     }
                 }
             }

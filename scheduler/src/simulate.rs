@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
 use algorithms::framework::on_pool;
 use algorithms::{PodInfo, Profile};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -69,6 +70,10 @@ pub struct SimulationReport {
     /// Churn steps applied while the measured pods were scheduled.
     #[serde(skip_serializing_if = "is_zero")]
     pub churn_steps: usize,
+    /// Claims the scheduled pods bound (`namespace/name`) to their volumes: static ones,
+    /// or volumes provisioned in memory on the pod's node.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub claims: BTreeMap<String, String>,
     /// Per-node and per-pod detail, when [`SimulateOptions::detail`] asked for it.
     #[serde(skip)]
     pub detail: Option<crate::report::RunDetail>,
@@ -211,6 +216,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
 struct Drained {
     preemptions: Vec<PreemptionRecord>,
     placements: BTreeMap<String, String>,
+    claims: BTreeMap<String, String>,
     failures: BTreeMap<String, String>,
     latencies: Vec<Duration>,
 }
@@ -258,6 +264,13 @@ fn record(
     let failure = match cycle.outcome {
         Outcome::Scheduled { node } => {
             engine.cache.confirm(&key);
+            // PreBind in memory: the claims are bound (provisioned) before the pod is.
+            let bound = engine.cache.commit_volumes(&key, &node);
+            if !bound.is_empty() {
+                out.claims.extend(bound);
+                let event = StorageEvent { kind: StorageKind::Volume, action: StorageAction::Add, key: node.clone() };
+                engine.on_event(ClusterEvent::Storage(event), clock);
+            }
             out.failures.remove(&key);
             out.placements.insert(key.clone(), node);
             if let Some(b) = bar {
@@ -383,6 +396,7 @@ pub fn run_churned(
     report.unschedulable = d.failures.len();
     report.attempts = d.latencies.len();
     report.placements = d.placements;
+    report.claims = d.claims;
     report.preemptions = d.preemptions;
     report.failures = d.failures;
     report.seconds = elapsed.as_secs_f64();
@@ -438,6 +452,9 @@ pub fn render(report: &SimulationReport) -> String {
         if report.preemptions.len() > 20 {
             let _ = writeln!(s, "  … and {} more", report.preemptions.len() - 20);
         }
+    }
+    if !report.claims.is_empty() {
+        let _ = writeln!(s, "Claims bound: {} (before their pods were bound).", report.claims.len());
     }
     if report.churn_steps > 0 {
         let _ = writeln!(

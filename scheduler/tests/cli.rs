@@ -188,3 +188,51 @@ fn simulate_places_pod_groups_whole_or_not_at_all() {
         );
     }
 }
+
+const VOLUMES: &str = "tests/data/volumes-cluster.yaml";
+
+#[test]
+fn simulate_binds_and_provisions_claims_before_placing_their_pods() {
+    let r = run_json(&["simulate", "--cluster", VOLUMES, "--output", "json"]);
+    let placed = &r["placements"];
+    // The StatefulSet-shaped pods spread over the three zones; each claim got a volume.
+    let nodes: std::collections::BTreeSet<&str> =
+        (0..3).map(|i| placed[format!("db/db-{i}")].as_str().unwrap()).collect();
+    assert_eq!(nodes.len(), 3, "{r}");
+    for i in 0..3 {
+        assert_eq!(r["claims"][format!("db/data-db-{i}")], format!("pvc-uid-data-db-{i}"), "{r}");
+    }
+    // The pod whose claim is bound to a zone-b volume goes to zone b.
+    assert_eq!(placed["db/pinned"], "node-b");
+    // Two new volumes exceed node-c's limit of one, and node-b's three (two attached there).
+    assert_eq!(placed["db/two-disks"], "node-a");
+    assert_eq!(r["claims"]["db/scratch-1"], "pvc-uid-scratch-1");
+    assert_eq!(
+        r["failures"]["db/waiting"],
+        "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. no new claims to deallocate, \
+         preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+    assert!(
+        r["failures"]["db/orphan"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/3 nodes are available: persistentvolumeclaim \"missing\" not found.")
+    );
+}
+
+#[test]
+fn explain_names_the_volume_plugin_that_rejects_each_node() {
+    let r = run_json(&["explain", "--cluster", VOLUMES, "--pod", "db/pinned", "--output", "json"]);
+    assert_eq!(r["feasibleNodes"], serde_json::json!(["node-b"]));
+    for node in ["node-a", "node-c"] {
+        let f = &r["failedNodes"][node];
+        assert_eq!(f["plugin"], "VolumeBinding");
+        assert_eq!(f["reasons"], serde_json::json!(["node(s) didn't match PersistentVolume's node affinity"]));
+    }
+    let r = run_json(&["explain", "--cluster", VOLUMES, "--pod", "db/two-disks", "--output", "json"]);
+    let c = &r["failedNodes"]["node-c"];
+    assert_eq!(c["plugin"], "NodeVolumeLimits");
+    assert_eq!(c["code"], "Unschedulable");
+    assert_eq!(c["reasons"], serde_json::json!(["node(s) exceed max volume count"]));
+    assert_eq!(c["detail"], "ebs.csi.aws.com: 0 attached + 2 new > limit 1");
+}

@@ -20,6 +20,7 @@ fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
         budgets: Default::default(),
         pod_groups: Default::default(),
         kube_pod_groups: Default::default(),
+        volumes: w.volumes,
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -162,6 +163,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             budgets: Default::default(),
             pod_groups: Default::default(),
             kube_pod_groups: Default::default(),
+            volumes: w.volumes,
         };
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");

@@ -77,7 +77,8 @@ impl Cycler {
             engine.cache.update_snapshot(&mut self.snapshot);
             let ev = self.evaluate_all(&attempt);
             let chosen = ev.selected.filter(|_| ev.error.is_none()).map(|i| self.snapshot.nodes[i].name.clone());
-            match chosen.map(|node| (engine.cache.assume(&attempt.queued.pod, &node), node)) {
+            let binds_volumes = self.binds_volumes(attempt.profile);
+            match chosen.map(|node| (engine.reserve(&attempt.queued.pod, &node, binds_volumes), node)) {
                 Some((Ok(info), node)) => placed.push((attempt, node, info)),
                 _ => {
                     let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();
