@@ -243,6 +243,7 @@ pub fn default_profile(scheduler_name: &str) -> Profile {
         scores: vec![],
         percentage_of_nodes_to_score: None,
         preemption: None,
+        volume_bind_timeout: None,
     })
 }
 
@@ -360,11 +361,20 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
         scores: Vec::new(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(global_pct),
         preemption: preemption_args(p, &name, args.get("DefaultPreemption").copied())?,
+        volume_bind_timeout: None,
     };
     for (n, _) in &filters {
         if let Some(f) = get(n)?.filter {
             profile.filters.push(f);
         }
+    }
+    if filters.iter().any(|(n, _)| n == crate::plugins::volume_binding::NAME) {
+        let vb: crate::plugins::volume_binding::VolumeBindingArgs = registry::parse(
+            crate::plugins::volume_binding::NAME,
+            args.get(crate::plugins::volume_binding::NAME).copied(),
+        )
+        .map_err(|source| ConfigError::Args { profile: name.clone(), source })?;
+        profile.volume_bind_timeout = Some(std::time::Duration::from_secs(vb.bind_timeout_seconds));
     }
     for (n, w) in &scores {
         if let Some(s) = get(n)?.score {

@@ -48,6 +48,7 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SchedulingGpuPacking", 5000, 0, 2000),
     ("GangTraining", 5000, 0, 3000),
     ("SchedulingChurn", 5000, 1000, 10000),
+    ("SchedulingWithPVC", 5000, 1000, 5000),
     ("PreemptionBasic", 5000, 20000, 1000),
 ];
 
@@ -185,6 +186,8 @@ pub fn generate(
             "SchedulingGpuPacking" if i >= m / 2 => {
                 p.req_list(&[(GPU, "8")]).toleration(GPU, "Exists", "", "NoSchedule")
             }
+            // Each pod mounts its own WaitForFirstConsumer claim, like a StatefulSet replica.
+            "SchedulingWithPVC" => p.claim("data", &format!("data-{prefix}-{i}")),
             "SchedulingGpu" if i % 5 < 2 => {
                 let gpus = ["1", "2", "4", "1", "8", "2"][i % 6];
                 p.req_list(&[(GPU, gpus)]).toleration(GPU, "Exists", "", "NoSchedule")
@@ -193,6 +196,9 @@ pub fn generate(
         };
         p.build()
     };
+    if canonical == "SchedulingWithPVC" {
+        w.volumes = pvc_world(n, init, m);
+    }
     for i in 0..init {
         on_init(with_created(make("init", i), i));
     }
@@ -200,6 +206,34 @@ pub fn generate(
         on_measured(with_created(make("pod", i), init + i));
     }
     Some(w)
+}
+
+/// The CSI driver of SchedulingWithPVC.
+pub const PVC_DRIVER: &str = "csi.example.com";
+/// Its attach limit per node.
+const PVC_ATTACH_LIMIT: i64 = 39;
+
+/// SchedulingWithPVC's storage: a WaitForFirstConsumer class whose CSI driver publishes
+/// capacity per zone and attaches at most 39 volumes per node, and one 1Gi claim per pod
+/// (`data-init-N`, `data-pod-N`). Provisioning happens in memory as pods are placed.
+fn pvc_world(nodes: usize, init: usize, measured: usize) -> algorithms::volumes::VolumeState {
+    use algorithms::volumes::testing::{GI, capacity, class, csi_node, sized_claim};
+    use algorithms::volumes::{Claim, CsiDriver};
+    let mut st = algorithms::volumes::VolumeState::default();
+    st.upsert_class(class("wffc", PVC_DRIVER, true));
+    st.upsert_driver(CsiDriver { name: PVC_DRIVER.into(), storage_capacity: true });
+    for z in 1..=3 {
+        let zone = format!("zone{z}");
+        st.upsert_capacity(capacity(&zone, "wffc", Some((ZONE, &zone)), Some(1 << 50), None));
+    }
+    for i in 0..nodes {
+        st.upsert_csi_node(csi_node(&format!("node-{i}"), &[(PVC_DRIVER, Some(PVC_ATTACH_LIMIT))], &[]));
+    }
+    let names = (0..init).map(|i| format!("data-init-{i}")).chain((0..measured).map(|i| format!("data-pod-{i}")));
+    for name in names {
+        st.upsert_claim(Claim { namespace: "sched-perf".into(), ..sized_claim(&name, "wffc", GI) });
+    }
+    st
 }
 
 /// GangTraining: a tenth of the nodes have 8 GPUs (tainted); a stream of training jobs,

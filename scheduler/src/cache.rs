@@ -282,6 +282,11 @@ impl Cache {
         self.pods.values().filter(|s| s.assumed && s.deadline.is_none()).count()
     }
 
+    /// A node by name.
+    pub fn node(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        self.index.get(name).and_then(|i| self.nodes.get(*i))
+    }
+
     /// The node a pod is placed on, if any.
     pub fn node_of(&self, key: &str) -> Option<&str> {
         self.pods.get(key).map(|s| s.node.as_str())

@@ -180,8 +180,13 @@ pub async fn serve(
         let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN));
         // The engine has no profiles: the extender caches the cluster but queues no pods.
         let shared = Arc::new(Shared::new(Engine::new(Vec::new()), quota));
-        // The extender places no gangs: it needs no PodGroups.
-        shared.lock().synced_pod_groups = true;
+        // The extender places no gangs and runs no volume plugins: it needs no PodGroups
+        // and no storage objects.
+        {
+            let mut st = shared.lock();
+            st.synced_pod_groups = true;
+            st.synced_storage = true;
+        }
         tokio::spawn(informer::run(client.clone(), shared.clone()));
         tokio::spawn(workloads::run(client.clone(), shared.clone()));
         tokio::spawn(crate::run::budgets::run(client.clone(), shared.clone()));

@@ -169,6 +169,9 @@ pub struct Profile {
     /// DefaultPreemption's arguments when the profile preempts (the default), `None` when
     /// the plugin is disabled.
     pub preemption: Option<crate::preemption::PreemptionArgs>,
+    /// How long VolumeBinding's PreBind waits for the pod's claims to be bound; `None`
+    /// when the profile does not run VolumeBinding.
+    pub volume_bind_timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Profile {

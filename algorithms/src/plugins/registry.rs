@@ -88,7 +88,11 @@ pub struct Built {
     pub score: Option<Arc<dyn ScorePlugin>>,
 }
 
-fn parse<T: DeserializeOwned + Default>(name: &str, args: Option<&serde_json::Value>) -> Result<T, ArgsError> {
+/// Reads a plugin's args (`apiVersion` and `kind` ignored); none gives the defaults.
+pub(crate) fn parse<T: DeserializeOwned + Default>(
+    name: &str,
+    args: Option<&serde_json::Value>,
+) -> Result<T, ArgsError> {
     let Some(v) = args else { return Ok(T::default()) };
     let mut v = v.clone();
     if let Some(obj) = v.as_object_mut() {

@@ -40,6 +40,16 @@ impl VolumeState {
         self.assumed_volumes.get(name).map(|(v, _)| v).or_else(|| self.volumes.get(name))
     }
 
+    /// A claim as the API server last said, assumptions aside.
+    pub fn api_claim(&self, key: &str) -> Option<&Arc<Claim>> {
+        self.claims.get(key)
+    }
+
+    /// A volume as the API server last said, assumptions aside.
+    pub fn api_volume(&self, name: &str) -> Option<&Arc<Volume>> {
+        self.volumes.get(name)
+    }
+
     /// A storage class by name.
     pub fn class(&self, name: &str) -> Option<&Arc<StorageClass>> {
         self.classes.get(name)

@@ -1,7 +1,7 @@
 //! The binding cycle: POST pods/{name}/binding in the background with bounded concurrency.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use algorithms::PodInfo;
 use algorithms::events::ClusterEvent;
@@ -67,6 +67,43 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
     }
 }
 
+/// VolumeBinding's PreBind, when Reserve assumed volume bindings for the pod. On
+/// failure the pod's assumptions go (Unreserve) and it is retried after backoff; returns
+/// whether binding may go on.
+async fn pre_bind(client: &Client, shared: &Arc<Shared>, req: &BindRequest) -> bool {
+    let key = req.pod.key();
+    let (bindings, timeout) = {
+        let st = shared.lock();
+        let Some(b) = st.engine.cache.reserved_volumes(&key).cloned() else { return true };
+        let profile = st.engine.profiles.iter().find(|p| p.scheduler_name == req.profile);
+        let timeout = profile
+            .and_then(|p| p.volume_bind_timeout)
+            .unwrap_or(Duration::from_secs(algorithms::plugins::volume_binding::DEFAULT_BIND_TIMEOUT_SECONDS));
+        (b, timeout)
+    };
+    let t0 = Instant::now();
+    let result = super::prebind::pre_bind(client, shared, &req.pod, &req.node, &bindings, timeout).await;
+    match result {
+        Ok(()) => {
+            debug!(pod = %key, node = %req.node, ms = t0.elapsed().as_millis() as u64, "claims bound");
+            true
+        }
+        Err(e) => {
+            warn!(pod = %key, node = %req.node, error = %e, "running PreBind plugin \"VolumeBinding\" failed; will retry");
+            shared.metrics.attempt("error", &req.profile, req.started.elapsed().as_secs_f64());
+            let mut st = shared.lock();
+            let now = Instant::now();
+            if let Some(forgotten) = st.engine.cache.forget(&key) {
+                st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
+                st.engine.queue.requeue(req.pod.clone(), req.attempts, now);
+            }
+            drop(st);
+            shared.wake();
+            false
+        }
+    }
+}
+
 /// Binds one pod and applies the outcome to the cache and queue.
 pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<Reporter>, req: BindRequest) {
     shared.limiter.until_ready().await;
@@ -74,9 +111,12 @@ pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<
         shared.release(&req.pod.key());
         return;
     }
+    let key = req.pod.key();
+    if !pre_bind(&client, &shared, &req).await {
+        return;
+    }
     let t0 = Instant::now();
     let outcome = bind(&client, &req.pod, &req.node).await;
-    let key = req.pod.key();
     shared.metrics.bind(outcome == BindOutcome::Bound, &req.profile, t0.elapsed().as_secs_f64());
     {
         let mut st = shared.lock();

@@ -20,9 +20,11 @@ pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod pod_groups;
+mod prebind;
 pub mod preempt;
 mod scheduling;
 pub mod server;
+mod storage;
 pub mod watches;
 pub mod workloads;
 
@@ -107,6 +109,8 @@ pub struct State {
     pub synced_budgets: bool,
     /// PodGroups listed (or their CRD found missing).
     pub synced_pod_groups: bool,
+    /// Claims, volumes, classes and CSI objects listed (or their watch found failing).
+    pub synced_storage: bool,
     /// When the process started (for start-up timings in the logs).
     pub started: Instant,
     announced: bool,
@@ -121,6 +125,7 @@ impl State {
             && self.synced_workloads
             && self.synced_budgets
             && self.synced_pod_groups
+            && self.synced_storage
     }
 
     /// Logs, once, that every cache has synced, with counts and the time since start.
@@ -179,6 +184,7 @@ impl Shared {
                 synced_namespaces: false,
                 synced_workloads: false,
                 synced_budgets: false,
+                synced_storage: false,
                 synced_pod_groups: false,
                 dirty_groups: Default::default(),
                 started: Instant::now(),
@@ -297,6 +303,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     tokio::spawn(informer::run(client.clone(), shared.clone()));
     tokio::spawn(workloads::run(client.clone(), shared.clone()));
     tokio::spawn(budgets::run(client.clone(), shared.clone()));
+    tokio::spawn(storage::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::statuses(client.clone(), shared.clone()));
 
@@ -503,6 +510,7 @@ mod tests {
             scores: Vec::new(),
             percentage_of_nodes_to_score: None,
             preemption: None,
+            volume_bind_timeout: None,
         };
         let engine = Engine::new(vec![profile]);
         let cycler = Cycler::new(&engine, 1);
@@ -514,6 +522,7 @@ mod tests {
             st.synced_namespaces = true;
             st.synced_workloads = true;
             st.synced_budgets = true;
+            st.synced_storage = true;
             st.synced_pod_groups = true;
             let node = NodeInfo::from_node(&NodeBuilder::new("a").build()).unwrap();
             st.engine.cache.upsert_node(node);

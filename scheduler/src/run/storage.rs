@@ -1,0 +1,219 @@
+//! Watches the storage objects the volume plugins read (PersistentVolumeClaims,
+//! PersistentVolumes, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) into
+//! the cache's volume store, with the storage events that requeue the pods they may help.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
+use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState};
+use futures::{Stream, StreamExt, stream};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1 as storage;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use tracing::{info, warn};
+
+use super::Shared;
+use super::watches::{Watched, watch};
+
+/// A parsed storage object.
+enum Object {
+    Claim(Claim),
+    Volume(Volume),
+    Class(StorageClass),
+    CsiNode(CsiNode),
+    Driver(CsiDriver),
+    Capacity(Capacity),
+}
+
+/// What one watch event asks of the store.
+enum Op {
+    /// A relist begins.
+    Begin(StorageKind),
+    /// An object, added or changed.
+    Upsert { kind: StorageKind, key: String, object: Box<Object> },
+    /// An object was deleted.
+    Delete(StorageKind, String),
+    /// A relist ended: the kind is synced.
+    Done(StorageKind),
+    /// The watch could not run (not served, forbidden, failing): the kind counts as listed
+    /// so that scheduling does not wait on it; pods needing it retry when it arrives.
+    Failed(StorageKind, String),
+}
+
+fn key_of<K: Resource>(o: &K) -> String {
+    let name = o.meta().name.clone().unwrap_or_default();
+    match &o.meta().namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
+    }
+}
+
+/// A watch of one kind as store operations; objects that do not parse are logged and skipped.
+fn ops<K>(
+    client: &Client,
+    kind: StorageKind,
+    name: &'static str,
+    parse: fn(&K) -> Result<Object, String>,
+) -> impl Stream<Item = Op> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    watch(name, api, watcher::Config::default()).filter_map(move |w| {
+        let op = match w {
+            Watched::Event(Event::Init) => Some(Op::Begin(kind)),
+            Watched::Event(Event::InitDone) => Some(Op::Done(kind)),
+            Watched::Event(Event::InitApply(o) | Event::Apply(o)) => {
+                let key = key_of(&o);
+                match parse(&o) {
+                    Ok(object) => Some(Op::Upsert { kind, key, object: Box::new(object) }),
+                    Err(e) => {
+                        warn!(kind = name, object = %key, error = %e, "ignoring an object the scheduler cannot read");
+                        None
+                    }
+                }
+            }
+            Watched::Event(Event::Delete(o)) => Some(Op::Delete(kind, key_of(&o))),
+            Watched::Expired(n) => {
+                info!(kind = n, "watch expired (410 Gone); relisting");
+                None
+            }
+            Watched::Failed(_, e) => Some(Op::Failed(kind, e)),
+        };
+        futures::future::ready(op)
+    })
+}
+
+fn upsert(st: &mut VolumeState, object: Object) -> bool {
+    match object {
+        Object::Claim(c) => st.upsert_claim(c).is_some(),
+        Object::Volume(v) => st.upsert_volume(v).is_some(),
+        Object::Class(c) => st.upsert_class(c).is_some(),
+        Object::CsiNode(n) => st.upsert_csi_node(n).is_some(),
+        Object::Driver(d) => st.upsert_driver(d).is_some(),
+        Object::Capacity(c) => st.upsert_capacity(c).is_some(),
+    }
+}
+
+fn remove(st: &mut VolumeState, kind: StorageKind, key: &str) -> bool {
+    match kind {
+        StorageKind::Claim => st.remove_claim(key).is_some(),
+        StorageKind::Volume => st.remove_volume(key).is_some(),
+        StorageKind::Class => st.remove_class(key).is_some(),
+        StorageKind::CsiNode => st.remove_csi_node(key).is_some(),
+        StorageKind::CsiDriver => st.remove_driver(key).is_some(),
+        StorageKind::Capacity => st.remove_capacity(key).is_some(),
+    }
+}
+
+const KINDS: [StorageKind; 6] = [
+    StorageKind::Claim,
+    StorageKind::Volume,
+    StorageKind::Class,
+    StorageKind::CsiNode,
+    StorageKind::CsiDriver,
+    StorageKind::Capacity,
+];
+
+/// Keys of each kind seen now and in a relist under way.
+#[derive(Default)]
+struct Seen {
+    current: [HashSet<String>; 6],
+    relisting: [Option<HashSet<String>>; 6],
+}
+
+fn slot(kind: StorageKind) -> usize {
+    KINDS.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+/// Runs the watches until the process stops.
+pub async fn run(client: Client, shared: Arc<Shared>) {
+    let all = stream::select_all([
+        ops::<PersistentVolumeClaim>(&client, StorageKind::Claim, "persistentvolumeclaims", |o| {
+            Claim::from_api(o).map(Object::Claim)
+        })
+        .boxed(),
+        ops::<PersistentVolume>(&client, StorageKind::Volume, "persistentvolumes", |o| {
+            Volume::from_api(o).map(Object::Volume)
+        })
+        .boxed(),
+        ops::<storage::StorageClass>(&client, StorageKind::Class, "storageclasses", |o| {
+            StorageClass::from_api(o).map(Object::Class)
+        })
+        .boxed(),
+        ops::<storage::CSINode>(&client, StorageKind::CsiNode, "csinodes", |o| {
+            CsiNode::from_api(o).map(Object::CsiNode)
+        })
+        .boxed(),
+        ops::<storage::CSIDriver>(&client, StorageKind::CsiDriver, "csidrivers", |o| {
+            CsiDriver::from_api(o).map(Object::Driver)
+        })
+        .boxed(),
+        ops::<storage::CSIStorageCapacity>(&client, StorageKind::Capacity, "csistoragecapacities", |o| {
+            Capacity::from_api(o).map(Object::Capacity)
+        })
+        .boxed(),
+    ]);
+    let mut all = all;
+    let mut seen = Seen::default();
+    let mut synced: HashSet<StorageKind> = HashSet::new();
+    let mut failing: HashSet<StorageKind> = HashSet::new();
+    while let Some(op) = all.next().await {
+        let mut guard = shared.lock();
+        let now = Instant::now();
+        let store = guard.engine.cache.volumes.clone();
+        let mut events: Vec<StorageEvent> = Vec::new();
+        {
+            let mut st = store.write();
+            match op {
+                Op::Begin(kind) => seen.relisting[slot(kind)] = Some(HashSet::new()),
+                Op::Upsert { kind, key, object } => {
+                    seen.current[slot(kind)].insert(key.clone());
+                    if let Some(r) = seen.relisting[slot(kind)].as_mut() {
+                        r.insert(key.clone());
+                    }
+                    failing.remove(&kind);
+                    let action = if upsert(&mut st, *object) { StorageAction::Update } else { StorageAction::Add };
+                    events.push(StorageEvent { kind, action, key });
+                }
+                Op::Delete(kind, key) => {
+                    seen.current[slot(kind)].remove(&key);
+                    if remove(&mut st, kind, &key) {
+                        events.push(StorageEvent { kind, action: StorageAction::Delete, key });
+                    }
+                }
+                Op::Done(kind) => {
+                    if let Some(fresh) = seen.relisting[slot(kind)].take() {
+                        for gone in seen.current[slot(kind)].difference(&fresh) {
+                            if remove(&mut st, kind, gone) {
+                                events.push(StorageEvent { kind, action: StorageAction::Delete, key: gone.clone() });
+                            }
+                        }
+                        seen.current[slot(kind)] = fresh;
+                    }
+                    synced.insert(kind);
+                }
+                Op::Failed(kind, e) => {
+                    if failing.insert(kind) {
+                        warn!(kind = ?kind, error = %e, "storage watch failed; retrying (pods with volumes wait for it)");
+                    }
+                    synced.insert(kind);
+                }
+            }
+        }
+        for e in events {
+            guard.engine.on_event(ClusterEvent::Storage(e), now);
+        }
+        if !guard.synced_storage && synced.len() == KINDS.len() {
+            let [claims, volumes, classes, csi_nodes, drivers, capacities] = store.read().counts();
+            info!(claims, volumes, classes, csi_nodes, drivers, capacities, "storage objects listed");
+            guard.synced_storage = true;
+            guard.announce_sync();
+        }
+        drop(guard);
+        shared.wake();
+    }
+}
