@@ -1,0 +1,254 @@
+//! Volume binding by `custom-scheduler run` on a real kube-apiserver v1.36.2. No
+//! kube-controller-manager and no CSI provisioner run: the test plays both. As the PV
+//! controller it binds a claim to the volume whose claimRef the scheduler wrote; as the
+//! external provisioner it answers `volume.kubernetes.io/selected-node` with a volume in
+//! that node's zone, bound to the claim.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use realapi::{Ours, plane};
+use serde_json::json;
+use testing::api::{self, node_of};
+
+const NS: &str = "default";
+const DRIVER: &str = "csi.example.com";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const SELECTED: &str = "volume.kubernetes.io/selected-node";
+
+async fn create<K>(api: Api<K>, v: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let obj: K = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+async fn claim(client: &kube::Client, name: &str, class: &str) -> PersistentVolumeClaim {
+    create(
+        Api::namespaced(client.clone(), NS),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                     "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await
+}
+
+fn with_claims(name: &str, claims: &[&str]) -> PodBuilder {
+    claims
+        .iter()
+        .enumerate()
+        .fold(PodBuilder::new(name).namespace(NS).scheduler("custom-scheduler").req("100m", "128Mi"), |p, (i, c)| {
+            p.claim(&format!("v{i}"), c)
+        })
+}
+
+/// Completes a binding: the claim names the volume and says binding completed; both report Bound.
+async fn complete(client: &kube::Client, claim: &str, volume: &str) {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pp = PatchParams::default();
+    pvs.patch_status(volume, &pp, &Patch::Merge(json!({"status": {"phase": "Bound"}}))).await.unwrap();
+    let patch = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                       "spec": {"volumeName": volume}});
+    pvcs.patch(claim, &pp, &Patch::Merge(patch)).await.unwrap();
+    pvcs.patch_status(claim, &pp, &Patch::Merge(json!({"status": {"phase": "Bound"}}))).await.unwrap();
+}
+
+/// One pass of the PV controller and the provisioner over the namespace's claims.
+/// Claims in `withheld` are left alone. Returns the claims it bound.
+async fn controllers(client: &kube::Client, withheld: &BTreeSet<String>) -> Vec<String> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut bound = Vec::new();
+    let Ok(claims) = pvcs.list(&Default::default()).await else { return bound };
+    let Ok(volumes) = pvs.list(&Default::default()).await else { return bound };
+    for c in claims {
+        let name = c.metadata.name.clone().unwrap();
+        let spec = c.spec.clone().unwrap();
+        if spec.volume_name.is_some() || withheld.contains(&name) {
+            continue;
+        }
+        let uid = c.metadata.uid.clone().unwrap();
+        // The PV controller: a volume the scheduler bound to this claim.
+        let chosen = volumes.iter().find(|v| {
+            v.spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .is_some_and(|r| r.name.as_deref() == Some(&name) && r.uid.as_deref() == Some(&uid))
+        });
+        if let Some(v) = chosen {
+            complete(client, &name, v.metadata.name.as_deref().unwrap()).await;
+            bound.push(name);
+            continue;
+        }
+        // The provisioner: a volume in the selected node's zone.
+        let Some(node) = c.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED)) else { continue };
+        let zone = nodes.get(node).await.unwrap().metadata.labels.unwrap()[ZONE].clone();
+        let pv_name = format!("pv-{name}");
+        let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": spec.storage_class_name,
+                     "persistentVolumeReclaimPolicy": "Delete",
+                     "csi": {"driver": DRIVER, "volumeHandle": format!("vol-{name}")},
+                     "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                  "namespace": NS, "name": name, "uid": uid},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": ZONE, "operator": "In", "values": [zone]}]}]}}}});
+        let _: PersistentVolume = create(Api::all(client.clone()), pv).await;
+        complete(client, &name, &pv_name).await;
+        bound.push(name);
+    }
+    bound
+}
+
+/// The zone a PV's node affinity names.
+async fn volume_zone(client: &kube::Client, claim: &str) -> String {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let volume = pvcs.get(claim).await.unwrap().spec.unwrap().volume_name.unwrap();
+    let pv = Api::<PersistentVolume>::all(client.clone()).get(&volume).await.unwrap();
+    let terms = pv.spec.unwrap().node_affinity.unwrap().required.unwrap().node_selector_terms;
+    terms[0].match_expressions.as_ref().unwrap()[0].values.as_ref().unwrap()[0].clone()
+}
+
+async fn bound_pods(client: &kube::Client) -> BTreeMap<String, String> {
+    api::pods(client, NS)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|p: &Pod| Some((p.metadata.name.clone()?, node_of(p)?.to_string())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
+    let Some(p) = plane("claims_are_bound_in_the_pods_zone_before_the_pods").await else {
+        return;
+    };
+    let client = &p.client;
+    // Three nodes, one per zone; the CSI driver attaches at most two volumes per node.
+    let zones = [("n-a", "zone-a"), ("n-b", "zone-b"), ("n-c", "zone-c")];
+    let nodes: Vec<Node> =
+        zones.iter().map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build()).collect();
+    api::create_nodes(client, &nodes, 3).await.unwrap();
+    for (n, _) in zones {
+        let _: CSINode = create(
+            Api::all(client.clone()),
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
+                "spec": {"drivers": [{"name": DRIVER, "nodeID": n, "allocatable": {"count": 2}}]}}),
+        )
+        .await;
+    }
+    let _: StorageClass = create(
+        Api::all(client.clone()),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
+            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+    let _: StorageClass = create(
+        Api::all(client.clone()),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+
+    // The controllers the test plays, every 100 ms; claims in `withheld` wait.
+    let withheld: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(["data-web-2".to_string()].into()));
+    let played = {
+        let (client, withheld) = (client.clone(), withheld.clone());
+        tokio::spawn(async move {
+            loop {
+                let hold = withheld.lock().unwrap().clone();
+                controllers(&client, &hold).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+
+    // A StatefulSet-shaped set: one WaitForFirstConsumer claim per replica, one replica per node.
+    for i in 0..3 {
+        claim(client, &format!("data-web-{i}"), "zonal").await;
+        let pod = with_claims(&format!("web-{i}"), &[&format!("data-web-{i}")])
+            .label("app", "web")
+            .pod_anti_affinity(affinity_term(&[("app", "web")], "kubernetes.io/hostname"))
+            .build();
+        api::create_pod(client, &pod).await.unwrap();
+    }
+    api::wait_for("web-0 and web-1 bound", Duration::from_secs(60), || async {
+        let b = bound_pods(client).await;
+        (b.contains_key("web-0") && b.contains_key("web-1")).then_some(())
+    })
+    .await;
+    // web-2's claim has its node selected, but the provisioner holds it back: the pod waits.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    api::wait_for("data-web-2's node selected", Duration::from_secs(30), || async {
+        pvcs.get("data-web-2").await.ok()?.metadata.annotations?.get(SELECTED).cloned()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!bound_pods(client).await.contains_key("web-2"), "web-2 was bound before its claim");
+    withheld.lock().unwrap().clear();
+    let placed = api::wait_for("every replica bound", Duration::from_secs(60), || async {
+        let b = bound_pods(client).await;
+        (0..3).all(|i| b.contains_key(&format!("web-{i}"))).then_some(b)
+    })
+    .await;
+    let by_node: BTreeMap<&str, &str> = zones.iter().copied().collect();
+    let used: BTreeSet<&String> = (0..3).map(|i| &placed[&format!("web-{i}")]).collect();
+    assert_eq!(used.len(), 3, "{placed:?}");
+    for i in 0..3 {
+        let node = &placed[&format!("web-{i}")];
+        assert_eq!(volume_zone(client, &format!("data-web-{i}")).await, by_node[node.as_str()], "web-{i}");
+    }
+
+    // A claim bound to a zone-b volume takes its pod to zone b.
+    let logs_pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-logs"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                 "csi": {"driver": DRIVER, "volumeHandle": "vol-logs"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": ZONE, "operator": "In", "values": ["zone-b"]}]}]}}}});
+    let _: PersistentVolume = create(Api::all(client.clone()), logs_pv).await;
+    let pp = PatchParams::default();
+    Api::<PersistentVolume>::all(client.clone())
+        .patch_status("pv-logs", &pp, &Patch::Merge(json!({"status": {"phase": "Available"}})))
+        .await
+        .unwrap();
+    // A static volume for a WaitForFirstConsumer claim: the scheduler picks it (writes its
+    // claimRef) for the pod's node; the test, as the PV controller, completes the binding.
+    claim(client, "logs", "local").await;
+    api::create_pod(client, &with_claims("logger", &["logs"]).build()).await.unwrap();
+    let node =
+        api::wait_for("logger bound", Duration::from_secs(60), || async { bound_pods(client).await.remove("logger") })
+            .await;
+    assert_eq!(node, "n-b");
+    let bound_claim = pvcs.get("logs").await.unwrap();
+    assert_eq!(bound_claim.spec.unwrap().volume_name.as_deref(), Some("pv-logs"));
+
+    // Three new volumes on a node whose driver attaches two: rejected everywhere.
+    for c in ["g-1", "g-2", "g-3"] {
+        claim(client, c, "zonal").await;
+    }
+    api::create_pod(client, &with_claims("greedy", &["g-1", "g-2", "g-3"]).build()).await.unwrap();
+    let message = api::wait_for("greedy reported unschedulable", Duration::from_secs(30), || async {
+        let pod = Api::<Pod>::namespaced(client.clone(), NS).get("greedy").await.ok()?;
+        realapi::pod_scheduled(&pod)?.2
+    })
+    .await;
+    assert!(message.starts_with("0/3 nodes are available: 3 node(s) exceed max volume count."), "{message}");
+    assert!(!bound_pods(client).await.contains_key("greedy"));
+    for c in ["g-1", "g-2", "g-3"] {
+        let annotations = pvcs.get(c).await.unwrap().metadata.annotations.unwrap_or_default();
+        assert!(!annotations.contains_key(SELECTED), "{c} had a node selected for a pod that does not fit");
+    }
+    played.abort();
+}
