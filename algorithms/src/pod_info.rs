@@ -299,7 +299,7 @@ impl PodInfo {
         for c in spec.topology_spread_constraints.iter().flatten() {
             info.spread_constraints.push(spread_constraint(c, &labels).map_err(sel_err("topologySpreadConstraints"))?);
         }
-        info.volumes = crate::volumes::PodVolumes::from_spec(&info.name, &info.uid, spec);
+        info.volumes = crate::volumes::PodVolumes::from_spec(&info.namespace, &info.name, &info.uid, spec);
         info.labels = labels;
         (info.signature, info.signature_key) = signature(spec);
         Ok(info)

@@ -2,7 +2,6 @@
 //! (from its CSINode); volumes of the pod's claims and of migrated in-tree volumes count,
 //! once each however many pods share them.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
@@ -11,16 +10,15 @@ use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
-use crate::volumes::migration::{csi_driver_of, plugin_of};
+use smallvec::SmallVec;
+
+use crate::volumes::migration::csi_driver_of;
 use crate::volumes::{Claim, CsiNode, VolumeHandle, VolumeState, VolumeStore};
 
 /// Plugin name.
 pub const NAME: &str = "NodeVolumeLimits";
 /// Reason when a driver would exceed its attach limit.
 pub const ERR_REASON: &str = "node(s) exceed max volume count";
-/// Handle prefix of a claim not bound yet: unlike any real handle, the same for all pods
-/// sharing the claim.
-const UNBOUND_PREFIX: &str = "unbound-claim:";
 
 /// In-tree plugins whose volumes count once the node says they migrated to CSI.
 const COUNTED_IN_TREE: [&str; 4] =
@@ -31,44 +29,64 @@ fn migrated(csi_node: Option<&CsiNode>, plugin: &str) -> bool {
     COUNTED_IN_TREE.contains(&plugin) && csi_node.is_some_and(|n| n.migrated.iter().any(|p| p == plugin))
 }
 
-/// The CSI driver and handle of an in-tree volume, when it counts on this node.
-fn translated(h: &VolumeHandle, csi_node: Option<&CsiNode>) -> Option<(String, String)> {
-    if plugin_of(&h.driver).is_some() {
-        return Some((h.driver.clone(), h.handle.clone()));
+/// One attachable volume: its CSI driver and its handle, or for a claim not bound yet
+/// the claim's key (unlike any real handle, and the same for all pods sharing it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Attachable<'a> {
+    driver: &'a str,
+    handle: &'a str,
+    unbound: bool,
+}
+
+/// The CSI driver and handle of a volume, when it counts on this node (in-tree volumes
+/// only once migrated).
+fn translated<'a>(h: &'a VolumeHandle, csi_node: Option<&CsiNode>) -> Option<Attachable<'a>> {
+    match csi_driver_of(&h.driver) {
+        None => Some(Attachable { driver: &h.driver, handle: &h.handle, unbound: false }),
+        Some(driver) => {
+            migrated(csi_node, &h.driver).then_some(Attachable { driver, handle: &h.handle, unbound: false })
+        }
     }
-    let driver = csi_driver_of(&h.driver)?;
-    migrated(csi_node, &h.driver).then(|| (driver.to_string(), h.handle.clone()))
 }
 
 /// Driver and handle of a claim's volume; for an unbound claim, its class's provisioner.
-fn claim_volume(claim: &Claim, state: &VolumeState, csi_node: Option<&CsiNode>) -> Option<(String, String)> {
+fn claim_volume<'a>(
+    claim: &'a Claim,
+    key: &'a str,
+    state: &'a VolumeState,
+    csi_node: Option<&CsiNode>,
+) -> Option<Attachable<'a>> {
     if let Some(v) = (!claim.volume_name.is_empty()).then(|| state.volume(&claim.volume_name)).flatten() {
-        let h = v.handle.as_ref()?;
-        return if csi_driver_of(&h.driver).is_some() {
-            translated(h, csi_node)
-        } else {
-            Some((h.driver.clone(), h.handle.clone()))
-        };
+        return translated(v.handle.as_ref()?, csi_node);
     }
     let class = state.class(&claim.class).filter(|_| !claim.class.is_empty())?;
-    let handle = format!("{UNBOUND_PREFIX}{}/{}", claim.namespace, claim.name);
     match csi_driver_of(&class.provisioner) {
-        Some(driver) => migrated(csi_node, &class.provisioner).then(|| (driver.to_string(), handle)),
-        None => Some((class.provisioner.clone(), handle)),
+        Some(driver) => {
+            migrated(csi_node, &class.provisioner).then_some(Attachable { driver, handle: key, unbound: true })
+        }
+        None => Some(Attachable { driver: &class.provisioner, handle: key, unbound: true }),
     }
 }
 
-/// Adds the attachable volumes of `pod` to `out` (unique key to driver). For the pod
-/// being scheduled a missing claim is an error; for pods already placed it is skipped.
-fn attachable(
-    pod: &PodInfo,
-    state: &VolumeState,
+type Volumes<'a> = SmallVec<[Attachable<'a>; 8]>;
+
+fn push<'a>(out: &mut Volumes<'a>, v: Attachable<'a>) {
+    if !out.contains(&v) {
+        out.push(v);
+    }
+}
+
+/// Adds the attachable volumes of `pod` to `out`, each once. For the pod being
+/// scheduled a missing claim is an error; for pods already placed it is skipped.
+fn attachable<'a>(
+    pod: &'a PodInfo,
+    state: &'a VolumeState,
     csi_node: Option<&CsiNode>,
     new_pod: bool,
-    out: &mut HashMap<String, String>,
+    out: &mut Volumes<'a>,
 ) -> Result<(), Status> {
     for c in &pod.volumes.claims {
-        let Some(claim) = state.claim(&format!("{}/{}", pod.namespace, c.claim)) else {
+        let Some(claim) = state.claim(&c.key) else {
             if new_pod {
                 return Err(Status::unresolvable(format!(
                     "looking up PVC {}/{}: persistentvolumeclaim \"{}\" not found",
@@ -80,13 +98,13 @@ fn attachable(
         if c.ephemeral {
             super::volume_binding::owned_by(pod, claim).map_err(Status::error)?;
         }
-        if let Some((driver, handle)) = claim_volume(claim, state, csi_node) {
-            out.insert(format!("{driver}/{handle}"), driver);
+        if let Some(v) = claim_volume(claim, &c.key, state, csi_node) {
+            push(out, v);
         }
     }
     for h in &pod.volumes.inline_in_tree {
-        if let Some((driver, handle)) = translated(h, csi_node) {
-            out.insert(format!("{driver}/{handle}"), driver);
+        if let Some(v) = translated(h, csi_node) {
+            push(out, v);
         }
     }
     Ok(())
@@ -134,40 +152,33 @@ impl FilterPlugin for NodeVolumeLimits {
 /// Filter on one node with the volume store.
 pub fn filter_node(pod: &PodInfo, node: &NodeInfo, state: &VolumeState) -> Status {
     let csi_node = state.csi_node(&node.name).map(|n| &**n);
-    let mut new = HashMap::new();
+    let mut new = Volumes::new();
     if let Err(st) = attachable(pod, state, csi_node, true, &mut new) {
         return st;
     }
-    if new.is_empty() {
+    let limit = |driver: &str| csi_node.and_then(|n| n.drivers.get(driver).copied().flatten());
+    if new.iter().all(|v| limit(v.driver).is_none()) {
         return Status::success();
     }
-    let limits: HashMap<&str, i64> =
-        csi_node.map(|n| n.drivers.iter().filter_map(|(d, c)| Some((d.as_str(), (*c)?))).collect()).unwrap_or_default();
-    if limits.is_empty() {
-        return Status::success();
-    }
-    let mut attached = HashMap::new();
-    for p in &node.pods {
+    let mut attached = Volumes::new();
+    for p in node.pods.iter().filter(|p| !p.volumes.claims.is_empty() || !p.volumes.inline_in_tree.is_empty()) {
         if let Err(st) = attachable(p, state, csi_node, false, &mut attached) {
             return Status::error(st.message());
         }
     }
-    let mut attached_count: HashMap<&str, i64> = HashMap::new();
-    for (key, driver) in &attached {
-        new.remove(key);
-        *attached_count.entry(driver).or_default() += 1;
-    }
-    let mut new_count: HashMap<&str, i64> = HashMap::new();
-    for driver in new.values() {
-        *new_count.entry(driver).or_default() += 1;
-    }
-    for (driver, count) in new_count {
-        if let Some(limit) = limits.get(driver) {
-            let used = attached_count.get(driver).copied().unwrap_or(0);
-            if used + count > *limit {
-                return Status::unschedulable(ERR_REASON)
-                    .with_detail_fn(|| format!("{driver}: {used} attached + {count} new > limit {limit}"));
-            }
+    new.retain(|v| !attached.contains(v));
+    for (i, v) in new.iter().enumerate() {
+        // Each driver once, at its first new volume.
+        if new[..i].iter().any(|o| o.driver == v.driver) {
+            continue;
+        }
+        let Some(max) = limit(v.driver) else { continue };
+        let used = attached.iter().filter(|a| a.driver == v.driver).count() as i64;
+        let count = new.iter().filter(|o| o.driver == v.driver).count() as i64;
+        if used + count > max {
+            let driver = v.driver;
+            return Status::unschedulable(ERR_REASON)
+                .with_detail_fn(|| format!("{driver}: {used} attached + {count} new > limit {max}"));
         }
     }
     Status::success()

@@ -43,7 +43,7 @@ impl FilterPlugin for VolumeRestrictions {
         {
             let state = snapshot.volumes.read();
             for c in pod.volumes.claims.iter().filter(|c| !c.ephemeral) {
-                let Some(claim) = state.claim(&format!("{}/{}", pod.namespace, c.claim)) else {
+                let Some(claim) = state.claim(&c.key) else {
                     return PreFilterOutcome::reject(Status::unresolvable(format!(
                         "persistentvolumeclaim \"{}\" not found",
                         c.claim

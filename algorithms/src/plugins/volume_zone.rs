@@ -49,7 +49,7 @@ fn topologies(pod: &PodInfo, state: &VolumeState) -> Result<Vec<Topology>, Statu
         if c.claim.is_empty() {
             return Err(Status::unresolvable("PersistentVolumeClaim had no name"));
         }
-        let Some(claim) = state.claim(&format!("{}/{}", pod.namespace, c.claim)) else {
+        let Some(claim) = state.claim(&c.key) else {
             return Err(Status::unresolvable(format!("persistentvolumeclaim \"{}\" not found", c.claim)));
         };
         if claim.volume_name.is_empty() {

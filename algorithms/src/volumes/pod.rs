@@ -14,6 +14,8 @@ pub struct PodClaim {
     pub claim: String,
     /// A generic ephemeral volume: the claim must be owned by the pod.
     pub ephemeral: bool,
+    /// `namespace/claim`, the key claims are looked up by.
+    pub key: String,
 }
 
 /// An in-tree disk that two pods on one node may not share (VolumeRestrictions).
@@ -84,16 +86,23 @@ pub struct PodVolumes {
 
 impl PodVolumes {
     /// Reads the volumes of a pod spec.
-    pub fn from_spec(pod_name: &str, pod_uid: &str, spec: &core::PodSpec) -> Self {
+    pub fn from_spec(namespace: &str, pod_name: &str, pod_uid: &str, spec: &core::PodSpec) -> Self {
         let mut out = PodVolumes::default();
         for v in spec.volumes.iter().flatten() {
             out.any = true;
             if let Some(c) = &v.persistent_volume_claim {
-                out.claims.push(PodClaim { volume: v.name.clone(), claim: c.claim_name.clone(), ephemeral: false });
+                let key = format!("{namespace}/{}", c.claim_name);
+                out.claims.push(PodClaim {
+                    volume: v.name.clone(),
+                    claim: c.claim_name.clone(),
+                    ephemeral: false,
+                    key,
+                });
             }
             if v.ephemeral.is_some() {
                 let claim = format!("{pod_name}-{}", v.name);
-                out.claims.push(PodClaim { volume: v.name.clone(), claim, ephemeral: true });
+                let key = format!("{namespace}/{claim}");
+                out.claims.push(PodClaim { volume: v.name.clone(), claim, ephemeral: true, key });
             }
             if let Some(csi) = &v.csi {
                 let handle = format!("{pod_uid}-{}", v.name);

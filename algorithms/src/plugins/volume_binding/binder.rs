@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::claims::PodClaims;
 use crate::labels::Labels;
 use crate::node_info::NodeInfo;
@@ -191,8 +193,20 @@ impl Verdict {
 
 /// Finds the pod's bindings on `node`; `Err` is an internal error.
 pub fn find_pod_volumes(s: &BindingState, node: &NodeInfo) -> Result<(NodeBindings, Verdict), String> {
-    let mut verdict = Verdict::OK;
     let mut out = NodeBindings::default();
+    let verdict = search(s, node, Some(&mut out))?;
+    Ok((out, verdict))
+}
+
+/// Filter's part of [`find_pod_volumes`]: the verdict alone, without building bindings.
+pub fn verdict(s: &BindingState, node: &NodeInfo) -> Result<Verdict, String> {
+    search(s, node, None)
+}
+
+type Plans<'a> = SmallVec<[&'a ClaimPlan; 4]>;
+
+fn search(s: &BindingState, node: &NodeInfo, mut out: Option<&mut NodeBindings>) -> Result<Verdict, String> {
+    let mut verdict = Verdict::OK;
     for (_, volume) in &s.bound {
         match volume {
             None => {
@@ -207,26 +221,28 @@ pub fn find_pod_volumes(s: &BindingState, node: &NodeInfo) -> Result<(NodeBindin
         }
     }
     if s.plans.is_empty() {
-        return Ok((out, verdict));
+        return Ok(verdict);
     }
-    let mut to_provision: Vec<&ClaimPlan> = Vec::new();
-    let mut to_match: Vec<&ClaimPlan> = Vec::new();
+    let mut to_provision = Plans::new();
+    let mut to_match = Plans::new();
     for p in &s.plans {
         match &p.claim.selected_node {
             Some(selected) if *selected != node.name => {
                 verdict.unbound_satisfied = false;
-                return Ok((out, verdict));
+                return Ok(verdict);
             }
             Some(_) => to_provision.push(p),
             None => to_match.push(p),
         }
     }
-    let mut chosen: Vec<&str> = Vec::new();
+    let mut chosen: SmallVec<[&str; 4]> = SmallVec::new();
     for p in to_match {
         match matching_volume(p, &node.labels, &chosen) {
             Some(v) => {
                 chosen.push(&v.name);
-                out.static_bindings.push((p.claim.clone(), v.clone()));
+                if let Some(o) = out.as_deref_mut() {
+                    o.static_bindings.push((p.claim.clone(), v.clone()));
+                }
             }
             None => {
                 verdict.unbound_satisfied = false;
@@ -235,12 +251,17 @@ pub fn find_pod_volumes(s: &BindingState, node: &NodeInfo) -> Result<(NodeBindin
         }
     }
     if !to_provision.is_empty() {
-        let (unbound_ok, storage_ok, provisions) = check_provisions(&to_provision, &node.labels)?;
+        let (unbound_ok, storage_ok) = check_provisions(&to_provision, &node.labels)?;
         verdict.unbound_satisfied = unbound_ok;
         verdict.sufficient_storage = storage_ok;
-        out.provisions = provisions;
+        if let Some(o) = out.as_deref_mut()
+            && unbound_ok
+            && storage_ok
+        {
+            o.provisions = to_provision.iter().map(|p| p.claim.clone()).collect();
+        }
     }
-    Ok((out, verdict))
+    Ok(verdict)
 }
 
 /// The smallest volume for the claim on a node with `labels`, not among `chosen`.
@@ -251,26 +272,23 @@ fn matching_volume<'a>(p: &'a ClaimPlan, labels: &Labels, chosen: &[&str]) -> Op
     p.candidates.iter().find(|v| !chosen.contains(&v.name.as_str()) && v.admits(labels))
 }
 
-type ProvisionCheck = (bool, bool, Vec<Arc<Claim>>);
-
-fn check_provisions(claims: &[&ClaimPlan], labels: &Labels) -> Result<ProvisionCheck, String> {
-    let mut out = Vec::new();
+/// Whether the claims can be provisioned on a node with `labels`: (allowed, enough storage).
+fn check_provisions(claims: &[&ClaimPlan], labels: &Labels) -> Result<(bool, bool), String> {
     for p in claims {
         match &p.provisioning {
             Provisioning::Error(e) => return Err(e.clone()),
-            Provisioning::Impossible => return Ok((false, true, Vec::new())),
+            Provisioning::Impossible => return Ok((false, true)),
             Provisioning::Possible { class, capacities } => {
                 if !class.allows(labels) {
-                    return Ok((false, true, Vec::new()));
+                    return Ok((false, true));
                 }
                 if let Some(caps) = capacities
                     && !caps.iter().any(|c| c.topology.as_ref().is_some_and(|t| t.matches(labels)))
                 {
-                    return Ok((true, false, Vec::new()));
+                    return Ok((true, false));
                 }
-                out.push(p.claim.clone());
             }
         }
     }
-    Ok((true, true, out))
+    Ok((true, true))
 }

@@ -22,8 +22,7 @@ pub struct PodClaims {
 /// Looks up one of the pod's claims with the checks every volume plugin makes: it exists,
 /// is not lost or being deleted, and an ephemeral volume's claim belongs to the pod.
 pub fn lookup(pod: &PodInfo, c: &PodClaim, state: &VolumeState) -> Result<Arc<Claim>, Status> {
-    let key = format!("{}/{}", pod.namespace, c.claim);
-    let Some(claim) = state.claim(&key) else {
+    let Some(claim) = state.claim(&c.key) else {
         return Err(Status::unresolvable(if c.ephemeral {
             format!("waiting for ephemeral volume controller to create the persistentvolumeclaim \"{}\"", c.claim)
         } else {

@@ -73,9 +73,9 @@ pub fn pre_filter(pod: &PodInfo, state: &VolumeState) -> Result<Option<BindingSt
 
 /// Filter on one node, from PreFilter's state.
 pub fn filter_node(s: &BindingState, node: &NodeInfo) -> Status {
-    match find_pod_volumes(s, node) {
+    match binder::verdict(s, node) {
         Err(e) => Status::error(e),
-        Ok((_, verdict)) => {
+        Ok(verdict) => {
             let reasons = verdict.reasons();
             if reasons.is_empty() {
                 return Status::success();
