@@ -250,5 +250,19 @@ async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
         let annotations = pvcs.get(c).await.unwrap().metadata.annotations.unwrap_or_default();
         assert!(!annotations.contains_key(SELECTED), "{c} had a node selected for a pod that does not fit");
     }
+
+    // A pod whose claim does not exist yet is retried when the claim appears.
+    api::create_pod(client, &with_claims("late", &["late-claim"]).build()).await.unwrap();
+    let message = api::wait_for("late reported unschedulable", Duration::from_secs(30), || async {
+        let pod = Api::<Pod>::namespaced(client.clone(), NS).get("late").await.ok()?;
+        realapi::pod_scheduled(&pod)?.2
+    })
+    .await;
+    assert!(message.starts_with("0/3 nodes are available: persistentvolumeclaim \"late-claim\" not found."), "{message}");
+    claim(client, "late-claim", "zonal").await;
+    api::wait_for("late bound once its claim exists", Duration::from_secs(30), || async {
+        bound_pods(client).await.remove("late")
+    })
+    .await;
     played.abort();
 }

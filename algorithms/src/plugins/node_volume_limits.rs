@@ -121,15 +121,16 @@ impl FilterPlugin for NodeVolumeLimits {
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         if pod.volumes.claims.is_empty() && pod.volumes.inline_in_tree.is_empty() {
-            PreFilterOutcome::skip()
-        } else {
-            PreFilterOutcome::run(PluginState::new(snapshot.volumes.clone()))
+            return PreFilterOutcome::skip();
         }
+        let store = snapshot.volumes.clone();
+        let resolved = NewVolumes::resolve(pod, &store.read());
+        PreFilterOutcome::run(PluginState::new((store, resolved)))
     }
 
-    fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        match state.get::<Arc<VolumeStore>>() {
-            Some(store) => filter_node(pod, node, &store.read()),
+    fn filter(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo) -> Status {
+        match state.get::<(Arc<VolumeStore>, NewVolumes)>() {
+            Some((store, new)) => filter_node(new, node, &store.read()),
             None => Status::error("NodeVolumeLimits state is missing"),
         }
     }
@@ -149,12 +150,78 @@ impl FilterPlugin for NodeVolumeLimits {
     }
 }
 
+/// A volume of the pod being scheduled, resolved once.
+#[derive(Debug, Clone)]
+struct Owned {
+    driver: String,
+    handle: String,
+    unbound: bool,
+    /// The in-tree plugin the node must have migrated for the volume to count.
+    migrated_from: Option<String>,
+}
+
+/// PreFilter's resolution of the pod's own volumes: they do not depend on the node,
+/// except in-tree ones, which count where the node migrated their plugin.
+#[derive(Debug, Clone, Default)]
+struct NewVolumes {
+    /// What every node reports: a claim missing, an ephemeral claim not the pod's.
+    failure: Option<Status>,
+    volumes: Vec<Owned>,
+}
+
+impl NewVolumes {
+    fn resolve(pod: &PodInfo, state: &VolumeState) -> Self {
+        let mut out = NewVolumes::default();
+        let mut add = |driver: &str, handle: &str, unbound: bool| {
+            let migrated_from = csi_driver_of(driver).map(|_| driver.to_string());
+            let driver = csi_driver_of(driver).unwrap_or(driver).to_string();
+            let v = Owned { driver, handle: handle.to_string(), unbound, migrated_from };
+            if !out.volumes.iter().any(|o| o.driver == v.driver && o.handle == v.handle && o.unbound == v.unbound) {
+                out.volumes.push(v);
+            }
+        };
+        for c in &pod.volumes.claims {
+            let Some(claim) = state.claim(&c.key) else {
+                out.failure = Some(Status::unresolvable(format!(
+                    "looking up PVC {}/{}: persistentvolumeclaim \"{}\" not found",
+                    pod.namespace, c.claim, c.claim
+                )));
+                return out;
+            };
+            if c.ephemeral
+                && let Err(e) = super::volume_binding::owned_by(pod, claim)
+            {
+                out.failure = Some(Status::error(e));
+                return out;
+            }
+            if let Some(v) = (!claim.volume_name.is_empty()).then(|| state.volume(&claim.volume_name)).flatten() {
+                if let Some(h) = &v.handle {
+                    add(&h.driver, &h.handle, false);
+                }
+                continue;
+            }
+            if let Some(class) = state.class(&claim.class).filter(|_| !claim.class.is_empty()) {
+                add(&class.provisioner, &c.key, true);
+            }
+        }
+        for h in &pod.volumes.inline_in_tree {
+            add(&h.driver, &h.handle, false);
+        }
+        out
+    }
+}
+
 /// Filter on one node with the volume store.
-pub fn filter_node(pod: &PodInfo, node: &NodeInfo, state: &VolumeState) -> Status {
+fn filter_node(pod: &NewVolumes, node: &NodeInfo, state: &VolumeState) -> Status {
+    if let Some(st) = &pod.failure {
+        return st.clone();
+    }
     let csi_node = state.csi_node(&node.name).map(|n| &**n);
     let mut new = Volumes::new();
-    if let Err(st) = attachable(pod, state, csi_node, true, &mut new) {
-        return st;
+    for v in &pod.volumes {
+        if v.migrated_from.as_deref().is_none_or(|p| migrated(csi_node, p)) {
+            push(&mut new, Attachable { driver: &v.driver, handle: &v.handle, unbound: v.unbound });
+        }
     }
     let limit = |driver: &str| csi_node.and_then(|n| n.drivers.get(driver).copied().flatten());
     if new.iter().all(|v| limit(v.driver).is_none()) {

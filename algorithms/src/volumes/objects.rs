@@ -2,7 +2,7 @@
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
 //! CSIStorageCapacities.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;

@@ -5,7 +5,9 @@
 //! made for the cycle: claims and volumes change with every pod that provisions one,
 //! and copying them per cycle would cost more than the plugins themselves.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::objects::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};

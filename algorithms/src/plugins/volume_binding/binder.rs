@@ -254,7 +254,7 @@ fn search(s: &BindingState, node: &NodeInfo, mut out: Option<&mut NodeBindings>)
         let (unbound_ok, storage_ok) = check_provisions(&to_provision, &node.labels)?;
         verdict.unbound_satisfied = unbound_ok;
         verdict.sufficient_storage = storage_ok;
-        if let Some(o) = out.as_deref_mut()
+        if let Some(o) = out
             && unbound_ok
             && storage_ok
         {
