@@ -258,7 +258,10 @@ async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
         realapi::pod_scheduled(&pod)?.2
     })
     .await;
-    assert!(message.starts_with("0/3 nodes are available: persistentvolumeclaim \"late-claim\" not found."), "{message}");
+    assert!(
+        message.starts_with("0/3 nodes are available: persistentvolumeclaim \"late-claim\" not found."),
+        "{message}"
+    );
     claim(client, "late-claim", "zonal").await;
     api::wait_for("late bound once its claim exists", Duration::from_secs(30), || async {
         bound_pods(client).await.remove("late")

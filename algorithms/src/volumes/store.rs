@@ -25,8 +25,10 @@ pub struct VolumeState {
     assumed_claims: HashMap<String, (Arc<Claim>, String)>,
     /// Assumed volumes, likewise.
     assumed_volumes: HashMap<String, (Arc<Volume>, String)>,
-    /// Volume names by class, for static matching.
-    by_class: HashMap<String, BTreeSet<String>>,
+    /// Names of volumes without a claimRef, by class (as assumed), for static matching.
+    free_by_class: HashMap<String, BTreeSet<String>>,
+    /// Names of volumes with a claimRef, by the claim's `namespace/name` (as assumed).
+    claimed_by: HashMap<String, BTreeSet<String>>,
     /// Bumped on every change.
     generation: u64,
 }
@@ -72,9 +74,14 @@ impl VolumeState {
         self.capacities.values()
     }
 
-    /// The volumes of a class, by name.
-    pub fn volumes_of_class<'a>(&'a self, class: &str) -> impl Iterator<Item = &'a Arc<Volume>> + 'a {
-        self.by_class.get(class).into_iter().flatten().filter_map(|n| self.volume(n))
+    /// The volumes of a class that no claim references, by name.
+    pub fn free_volumes<'a>(&'a self, class: &str) -> impl Iterator<Item = &'a Arc<Volume>> + 'a {
+        self.free_by_class.get(class).into_iter().flatten().filter_map(|n| self.volume(n))
+    }
+
+    /// The volumes whose claimRef names the claim `namespace/name`, by name.
+    pub fn volumes_claimed_by<'a>(&'a self, claim: &str) -> impl Iterator<Item = &'a Arc<Volume>> + 'a {
+        self.claimed_by.get(claim).into_iter().flatten().filter_map(|n| self.volume(n))
     }
 
     /// Every claim (as assumed).
@@ -131,36 +138,47 @@ impl VolumeState {
 
     /// Adds or replaces a volume from the API; an assumption over an older version goes.
     pub fn upsert_volume(&mut self, volume: Volume) -> Option<Arc<Volume>> {
-        if self.assumed_volumes.get(&volume.name).is_some_and(|(_, base)| *base != volume.resource_version) {
-            self.assumed_volumes.remove(&volume.name);
+        let name = volume.name.clone();
+        let before = self.volume(&name).cloned();
+        if self.assumed_volumes.get(&name).is_some_and(|(_, base)| *base != volume.resource_version) {
+            self.assumed_volumes.remove(&name);
         }
         self.generation += 1;
-        let old = self.volumes.insert(volume.name.clone(), Arc::new(volume.clone()));
-        if let Some(o) = &old
-            && o.class != volume.class
-        {
-            self.unindex(&o.class, &o.name);
-        }
-        self.by_class.entry(volume.class.clone()).or_default().insert(volume.name);
+        let old = self.volumes.insert(name.clone(), Arc::new(volume));
+        self.reindex(&name, before);
         old
     }
 
-    fn unindex(&mut self, class: &str, name: &str) {
-        if let Some(set) = self.by_class.get_mut(class) {
-            set.remove(name);
-            if set.is_empty() {
-                self.by_class.remove(class);
+    /// Moves a volume's index entries from what was visible (`before`) to what is now.
+    fn reindex(&mut self, name: &str, before: Option<Arc<Volume>>) {
+        if let Some(b) = before {
+            let (map, key) = match &b.claim_ref {
+                None => (&mut self.free_by_class, b.class.clone()),
+                Some(r) => (&mut self.claimed_by, format!("{}/{}", r.namespace, r.name)),
+            };
+            if let Some(set) = map.get_mut(&key) {
+                set.remove(name);
+                if set.is_empty() {
+                    map.remove(&key);
+                }
             }
         }
+        let Some(now) = self.volume(name).cloned() else { return };
+        let (map, key) = match &now.claim_ref {
+            None => (&mut self.free_by_class, now.class.clone()),
+            Some(r) => (&mut self.claimed_by, format!("{}/{}", r.namespace, r.name)),
+        };
+        map.entry(key).or_default().insert(name.to_string());
     }
 
     /// Removes a volume.
     pub fn remove_volume(&mut self, name: &str) -> Option<Arc<Volume>> {
         self.generation += 1;
+        let before = self.volume(name).cloned();
         self.assumed_volumes.remove(name);
-        let old = self.volumes.remove(name)?;
-        self.unindex(&old.class.clone(), name);
-        Some(old)
+        let old = self.volumes.remove(name);
+        self.reindex(name, before);
+        old
     }
 
     /// Adds or replaces a storage class.
@@ -221,12 +239,12 @@ impl VolumeState {
 
     /// Assumes a volume as the scheduler is about to write it.
     pub fn assume_volume(&mut self, volume: Volume) {
-        let base = self.volumes.get(&volume.name).map(|v| v.resource_version.clone()).unwrap_or_default();
-        if !self.volumes.contains_key(&volume.name) {
-            self.by_class.entry(volume.class.clone()).or_default().insert(volume.name.clone());
-        }
+        let name = volume.name.clone();
+        let before = self.volume(&name).cloned();
+        let base = self.volumes.get(&name).map(|v| v.resource_version.clone()).unwrap_or_default();
         self.generation += 1;
-        self.assumed_volumes.insert(volume.name.clone(), (Arc::new(volume), base));
+        self.assumed_volumes.insert(name.clone(), (Arc::new(volume), base));
+        self.reindex(&name, before);
     }
 
     /// Drops the assumption of a claim (Unreserve), back to the API's version.
@@ -238,11 +256,9 @@ impl VolumeState {
     /// Drops the assumption of a volume (Unreserve), back to the API's version.
     pub fn forget_volume(&mut self, name: &str) {
         self.generation += 1;
-        if let Some((v, _)) = self.assumed_volumes.remove(name)
-            && !self.volumes.contains_key(name)
-        {
-            self.unindex(&v.class, name);
-        }
+        let before = self.volume(name).cloned();
+        self.assumed_volumes.remove(name);
+        self.reindex(name, before);
     }
 
     /// Whether a claim's current state is an assumption not yet seen from the API.

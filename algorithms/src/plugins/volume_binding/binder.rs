@@ -96,21 +96,22 @@ fn fits_anywhere(v: &Volume, claim: &Claim) -> bool {
 
 /// The plan of one unbound claim.
 fn plan(claim: Arc<Claim>, state: &VolumeState) -> ClaimPlan {
-    let mut prebound = None;
-    let mut candidates = Vec::new();
-    for v in state.volumes_of_class(&claim.class) {
-        if v.claim_ref.is_some() && !bound_to(v, &claim) {
-            continue;
-        }
-        if v.capacity < claim.request || v.block != claim.block || v.deleting {
-            continue;
-        }
-        if bound_to(v, &claim) {
-            prebound.get_or_insert_with(|| v.clone());
-        } else if fits_anywhere(v, &claim) {
-            candidates.push(v.clone());
-        }
-    }
+    // A volume pre-bound to the claim (of its class, large enough, same mode, not
+    // going away) is the only choice; otherwise free volumes of the class are candidates.
+    let prebound = state
+        .volumes_claimed_by(&claim.key())
+        .find(|v| {
+            bound_to(v, &claim)
+                && v.class == claim.class
+                && v.capacity >= claim.request
+                && v.block == claim.block
+                && !v.deleting
+        })
+        .cloned();
+    let mut candidates: Vec<Arc<Volume>> = match prebound {
+        Some(_) => Vec::new(),
+        None => state.free_volumes(&claim.class).filter(|v| fits_anywhere(v, &claim)).cloned().collect(),
+    };
     candidates.sort_by(|a, b| a.capacity.cmp(&b.capacity).then_with(|| a.name.cmp(&b.name)));
     let provisioning = provisioning(&claim, state);
     ClaimPlan { claim, prebound, candidates, provisioning }
