@@ -135,3 +135,79 @@ fn provisioned(
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use algorithms::testing::{NodeBuilder, PodBuilder};
+    use algorithms::volumes::testing::{GI, class, sized_claim, volume};
+    use algorithms::{NodeInfo, PodInfo};
+
+    use super::*;
+
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn cache() -> Cache {
+        let mut c = Cache::new();
+        for (n, z) in [("a", "z1"), ("b", "z2")] {
+            c.upsert_node(NodeInfo::from_node(&NodeBuilder::new(n).label(ZONE, z).build()).unwrap_or_default());
+        }
+        let mut st = c.volumes.write();
+        st.upsert_class(class("wffc", "csi.example.com", true));
+        st.upsert_class(class("local", "kubernetes.io/no-provisioner", true));
+        st.upsert_claim(sized_claim("dyn", "wffc", GI));
+        st.upsert_claim(sized_claim("static", "local", GI));
+        st.upsert_volume(volume("pv-static", "local", 2 * GI));
+        drop(st);
+        c
+    }
+
+    fn pod() -> PodInfo {
+        PodBuilder::new("p").claim("d", "dyn").claim("s", "static").info()
+    }
+
+    #[test]
+    fn reserved_bindings_are_committed_in_the_nodes_zone() {
+        let mut c = cache();
+        let p = pod();
+        c.assume(&p, "b").unwrap();
+        c.reserve_volumes(&p, "b").unwrap();
+        let reserved = c.reserved_volumes("default/p").cloned().unwrap();
+        assert_eq!(reserved.provisions[0].selected_node.as_deref(), Some("b"));
+        assert_eq!(reserved.static_bindings[0].1.name, "pv-static");
+        let bound = c.commit_volumes("default/p", "b");
+        assert_eq!(bound.len(), 2);
+        let st = c.volumes.read();
+        let dyn_claim = st.claim("default/dyn").unwrap();
+        assert!(dyn_claim.fully_bound());
+        let pv = st.volume(&dyn_claim.volume_name).unwrap();
+        assert!(pv.admits(&[(ZONE.to_string(), "z2".to_string())].into()));
+        assert!(!pv.admits(&[(ZONE.to_string(), "z1".to_string())].into()));
+        assert_eq!(pv.capacity, GI);
+        assert_eq!(st.claim("default/static").unwrap().volume_name, "pv-static");
+        assert_eq!(st.volume("pv-static").unwrap().phase, "Bound");
+    }
+
+    #[test]
+    fn forgetting_a_pod_unreserves_its_volumes() {
+        let mut c = cache();
+        let p = pod();
+        c.assume(&p, "a").unwrap();
+        c.reserve_volumes(&p, "a").unwrap();
+        assert!(c.volumes.read().volume("pv-static").unwrap().claim_ref.is_some());
+        c.forget("default/p");
+        assert!(c.reserved_volumes("default/p").is_none());
+        let st = c.volumes.read();
+        assert!(st.volume("pv-static").unwrap().claim_ref.is_none());
+        assert!(st.claim("default/dyn").unwrap().selected_node.is_none());
+    }
+
+    #[test]
+    fn reserve_fails_when_the_store_changed_since_filter() {
+        let mut c = cache();
+        c.volumes.write().remove_volume("pv-static");
+        let p = pod();
+        c.assume(&p, "a").unwrap();
+        let err = c.reserve_volumes(&p, "a").unwrap_err();
+        assert_eq!(err, "node(s) didn't find available persistent volumes to bind");
+    }
+}
