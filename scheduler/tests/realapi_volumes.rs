@@ -129,6 +129,69 @@ async fn bound_pods(client: &kube::Client) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Starts the controllers the test plays, every 100 ms; claims in `withheld` wait.
+fn play_controllers(client: &kube::Client, withheld: Arc<Mutex<BTreeSet<String>>>) -> tokio::task::JoinHandle<()> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        loop {
+            let hold = withheld.lock().unwrap().clone();
+            controllers(&client, &hold).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_not_bound_in_time_sends_its_pod_back_until_it_is() {
+    let Some(p) = plane("a_claim_not_bound_in_time_sends_its_pod_back_until_it_is").await else {
+        return;
+    };
+    let client = &p.client;
+    let nodes: Vec<Node> = [("n-a", "zone-a"), ("n-b", "zone-b")]
+        .iter()
+        .map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build())
+        .collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let _: StorageClass = create(
+        Api::all(client.clone()),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
+            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+    let withheld: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(["slow-data".to_string()].into()));
+    let played = play_controllers(client, withheld.clone());
+    let config = json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "custom-scheduler",
+                      "pluginConfig": [{"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 2}}]}],
+    });
+    let _ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+    claim(client, "slow-data", "zonal").await;
+    api::create_pod(client, &with_claims("slow", &["slow-data"]).build()).await.unwrap();
+    // The provisioner does not answer within bindTimeoutSeconds: the pod is sent back
+    // with kube-scheduler's SchedulerError, unbound.
+    let (reason, message) = api::wait_for("slow's PreBind failure reported", Duration::from_secs(30), || async {
+        let pod = Api::<Pod>::namespaced(client.clone(), NS).get("slow").await.ok()?;
+        let (_, reason, message) = realapi::pod_scheduled(&pod)?;
+        Some((reason?, message?))
+    })
+    .await;
+    assert_eq!(reason, "SchedulerError");
+    assert!(message.starts_with("running PreBind plugin \"VolumeBinding\": binding volumes: timed out"), "{message}");
+    assert!(!bound_pods(client).await.contains_key("slow"));
+    // The provisioner answers: the retried pod goes to the node its claim was provisioned for.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let selected = pvcs.get("slow-data").await.unwrap().metadata.annotations.unwrap()[SELECTED].clone();
+    withheld.lock().unwrap().clear();
+    let node =
+        api::wait_for("slow bound", Duration::from_secs(60), || async { bound_pods(client).await.remove("slow") })
+            .await;
+    assert_eq!(node, selected);
+    let zone = if node == "n-a" { "zone-a" } else { "zone-b" };
+    assert_eq!(volume_zone(client, "slow-data").await, zone);
+    played.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
     let Some(p) = plane("claims_are_bound_in_the_pods_zone_before_the_pods").await else {
@@ -161,18 +224,9 @@ async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
     )
     .await;
 
-    // The controllers the test plays, every 100 ms; claims in `withheld` wait.
+    // The controllers the test plays; claims in `withheld` wait.
     let withheld: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(["data-web-2".to_string()].into()));
-    let played = {
-        let (client, withheld) = (client.clone(), withheld.clone());
-        tokio::spawn(async move {
-            loop {
-                let hold = withheld.lock().unwrap().clone();
-                controllers(&client, &hold).await;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    let played = play_controllers(client, withheld.clone());
     let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
 
     // A StatefulSet-shaped set: one WaitForFirstConsumer claim per replica, one replica per node.

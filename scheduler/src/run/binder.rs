@@ -70,7 +70,7 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
 /// VolumeBinding's PreBind, when Reserve assumed volume bindings for the pod. On
 /// failure the pod's assumptions go (Unreserve) and it is retried after backoff; returns
 /// whether binding may go on.
-async fn pre_bind(client: &Client, shared: &Arc<Shared>, req: &BindRequest) -> bool {
+async fn pre_bind(client: &Client, shared: &Arc<Shared>, reporter: &Reporter, req: &BindRequest) -> bool {
     let key = req.pod.key();
     let (bindings, timeout) = {
         let st = shared.lock();
@@ -91,14 +91,20 @@ async fn pre_bind(client: &Client, shared: &Arc<Shared>, req: &BindRequest) -> b
         Err(e) => {
             warn!(pod = %key, node = %req.node, error = %e, "running PreBind plugin \"VolumeBinding\" failed; will retry");
             shared.metrics.attempt("error", &req.profile, req.started.elapsed().as_secs_f64());
-            let mut st = shared.lock();
-            let now = Instant::now();
-            if let Some(forgotten) = st.engine.cache.forget(&key) {
-                st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
-                st.engine.queue.requeue(req.pod.clone(), req.attempts, now);
-            }
-            drop(st);
+            let requeued = {
+                let mut st = shared.lock();
+                let now = Instant::now();
+                let forgotten = st.engine.cache.forget(&key);
+                if let Some(f) = &forgotten {
+                    st.engine.on_event(ClusterEvent::PodDeleted(f.clone()), now);
+                    st.engine.queue.requeue(req.pod.clone(), req.attempts, now);
+                }
+                forgotten.is_some()
+            };
             shared.wake();
+            if requeued {
+                reporter.scheduler_error(&req.pod, &format!("running PreBind plugin \"VolumeBinding\": {e}")).await;
+            }
             false
         }
     }
@@ -112,7 +118,7 @@ pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<
         return;
     }
     let key = req.pod.key();
-    if !pre_bind(&client, &shared, &req).await {
+    if !pre_bind(&client, &shared, &reporter, &req).await {
         return;
     }
     let t0 = Instant::now();

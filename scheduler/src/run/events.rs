@@ -77,6 +77,23 @@ impl Reporter {
         nominated: Option<Option<&str>>,
         current: &(dyn Fn() -> bool + Send + Sync),
     ) {
+        self.failed(pod, "Unschedulable", message, nominated, current).await;
+    }
+
+    /// `FailedScheduling` and `PodScheduled=False` with reason `SchedulerError`: the pod
+    /// fit, but a later step (PreBind) failed; it is retried after backoff.
+    pub async fn scheduler_error(&self, pod: &PodInfo, message: &str) {
+        self.failed(pod, "SchedulerError", message, None, &|| true).await;
+    }
+
+    async fn failed(
+        &self,
+        pod: &PodInfo,
+        reason: &str,
+        message: &str,
+        nominated: Option<Option<&str>>,
+        current: &(dyn Fn() -> bool + Send + Sync),
+    ) {
         self.shared.limiter.until_ready().await;
         // Reports run concurrently: one that a newer report of the same pod overtook while
         // it waited is not written over it.
@@ -100,7 +117,7 @@ impl Reporter {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let now = k8s_openapi::jiff::Timestamp::now();
         let mut patch = serde_json::json!({"status": {"conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "type": "PodScheduled", "status": "False", "reason": reason,
             "message": message, "lastTransitionTime": now.to_string(), "lastProbeTime": null
         }]}});
         if let Some(node) = nominated {
