@@ -321,6 +321,11 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
     }
     let mut filters: Vec<(String, i64)> = registry::DEFAULT_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
     let mut scores: Vec<(String, i64)> = registry::DEFAULT_SCORES.iter().map(|(n, w)| (n.to_string(), *w)).collect();
+    if crate::features::storage_capacity_scoring() {
+        // kube-scheduler's default profile scores VolumeBinding (weight 1) after
+        // NodeResourcesFit once the feature is on.
+        scores.insert(3, (crate::plugins::volume_binding::NAME.to_string(), 1));
+    }
     apply(&mut filters, &p.plugins.multi_point, registry::has_filter);
     apply(&mut scores, &p.plugins.multi_point, registry::has_score);
     apply(&mut filters, &p.plugins.filter, registry::has_filter);

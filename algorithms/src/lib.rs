@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod events;
+pub mod features;
 pub mod framework;
 pub mod labels;
 mod lru;

@@ -15,6 +15,9 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// kube-scheduler feature gates, e.g. StorageCapacityScoring=true.
+    #[arg(long, global = true)]
+    feature_gates: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -105,7 +108,7 @@ enum Command {
         /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
         /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
         /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingGpuPacking,
-        /// GangTraining, SchedulingChurn, PreemptionBasic).
+        /// GangTraining, SchedulingChurn, PreemptionBasic, SchedulingWithPVC).
         #[arg(long)]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).
@@ -178,6 +181,12 @@ fn init_logging(format: LogFormat, server: bool) {
 fn main() {
     let cli = Cli::parse();
     init_logging(cli.log_format, matches!(cli.command, Command::Run { .. } | Command::Extender { .. }));
+    if let Some(gates) = &cli.feature_gates
+        && let Err(e) = algorithms::features::set(gates)
+    {
+        eprintln!("error: --feature-gates: {e}");
+        std::process::exit(1);
+    }
     if let Err(e) = dispatch(cli.command) {
         eprintln!("error: {e:#}");
         std::process::exit(1);

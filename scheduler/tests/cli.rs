@@ -236,3 +236,20 @@ fn explain_names_the_volume_plugin_that_rejects_each_node() {
     assert_eq!(c["reasons"], serde_json::json!(["node(s) exceed max volume count"]));
     assert_eq!(c["detail"], "ebs.csi.aws.com: 0 attached + 2 new > limit 1");
 }
+
+#[test]
+fn storage_capacity_scoring_is_a_feature_gate() {
+    let plugins = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["explain", "--cluster", VOLUMES, "--pod", "db/db-0", "--output", "json"];
+        args.extend_from_slice(extra);
+        let r = run_json(&args);
+        let node = r["selectedNode"].as_str().unwrap().to_string();
+        r["scores"][node]["plugins"].as_object().unwrap().keys().cloned().collect()
+    };
+    assert!(!plugins(&[]).contains(&"VolumeBinding".to_string()));
+    assert!(plugins(&["--feature-gates", "StorageCapacityScoring=true"]).contains(&"VolumeBinding".to_string()));
+    fails_with(
+        &["explain", "--cluster", VOLUMES, "--pod", "db/db-0", "--feature-gates", "Bogus=true"],
+        &["unrecognized feature gate: Bogus"],
+    );
+}

@@ -76,7 +76,9 @@ pub fn has_filter(name: &str) -> bool {
 
 /// Whether the plugin has a Score extension point.
 pub fn has_score(name: &str) -> bool {
-    DEFAULT_SCORES.iter().any(|(n, _)| *n == name) || OPTIONAL_SCORES.contains(&name)
+    DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
+        || OPTIONAL_SCORES.contains(&name)
+        || (name == volume_binding::NAME && crate::features::storage_capacity_scoring())
 }
 
 /// A plugin built from its args, shared by its filter and score roles.
@@ -128,7 +130,9 @@ pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, Args
         node_volume_limits::NAME => Built { filter: Some(Arc::new(NodeVolumeLimits)), score: None },
         volume_zone::NAME => Built { filter: Some(Arc::new(VolumeZone)), score: None },
         volume_binding::NAME => {
-            Built { filter: Some(Arc::new(VolumeBinding { args: parse(name, args)? })), score: None }
+            let p = Arc::new(VolumeBinding::new(parse(name, args)?).map_err(|e| ArgsError::new(name, e))?);
+            let score: Option<Arc<dyn ScorePlugin>> = p.shape.is_some().then(|| p.clone() as Arc<dyn ScorePlugin>);
+            Built { filter: Some(p), score }
         }
         image_locality::NAME => Built { filter: None, score: Some(Arc::new(ImageLocality)) },
         device_packing::NAME => Built { filter: None, score: Some(Arc::new(DevicePacking::new(&parse(name, args)?)?)) },

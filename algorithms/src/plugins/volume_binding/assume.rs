@@ -48,6 +48,7 @@ pub fn assume(state: &mut VolumeState, node: &str, b: &NodeBindings) -> NodeBind
         state.assume_claim(selected.clone());
         out.provisions.push(Arc::new(selected));
     }
+    out.capacities = b.capacities.clone();
     out
 }
 

@@ -66,6 +66,9 @@ pub struct NodeBindings {
     pub static_bindings: Vec<(Arc<Claim>, Arc<Volume>)>,
     /// Claims to provision on the node.
     pub provisions: Vec<Arc<Claim>>,
+    /// For each provision, the CSIStorageCapacity it would draw from (when its driver
+    /// tracks capacity).
+    pub capacities: Vec<Option<Arc<Capacity>>>,
 }
 
 impl NodeBindings {
@@ -260,6 +263,7 @@ fn search(s: &BindingState, node: &NodeInfo, mut out: Option<&mut NodeBindings>)
             && storage_ok
         {
             o.provisions = to_provision.iter().map(|p| p.claim.clone()).collect();
+            o.capacities = to_provision.iter().map(|p| capacity_on(p, &node.labels)).collect();
         }
     }
     Ok(verdict)
@@ -271,6 +275,16 @@ fn matching_volume<'a>(p: &'a ClaimPlan, labels: &Labels, chosen: &[&str]) -> Op
         return (!chosen.contains(&v.name.as_str()) && v.admits(labels)).then_some(v);
     }
     p.candidates.iter().find(|v| !chosen.contains(&v.name.as_str()) && v.admits(labels))
+}
+
+/// The first capacity object of the claim's class that covers a node with `labels`.
+fn capacity_on(p: &ClaimPlan, labels: &Labels) -> Option<Arc<Capacity>> {
+    match &p.provisioning {
+        Provisioning::Possible { capacities: Some(caps), .. } => {
+            caps.iter().find(|c| c.topology.as_ref().is_some_and(|t| t.matches(labels))).cloned()
+        }
+        _ => None,
+    }
 }
 
 /// Whether the claims can be provisioned on a node with `labels`: (allowed, enough storage).

@@ -8,6 +8,7 @@
 mod assume;
 mod binder;
 mod claims;
+mod score;
 #[cfg(test)]
 mod tests;
 
@@ -17,9 +18,10 @@ pub use binder::{
     NodeBindings, Provisioning, Verdict, binding_state, bound_to, find_pod_volumes,
 };
 pub use claims::{ERR_UNBOUND_IMMEDIATE, PodClaims, delayed, lookup, owned_by, pod_claims};
+pub use score::{DEFAULT_SHAPE, ShapePoint};
 
 use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
-use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
@@ -38,10 +40,11 @@ pub struct VolumeBindingArgs {
     /// How long PreBind waits for the claims to be bound.
     #[serde(default = "default_timeout")]
     pub bind_timeout_seconds: u64,
-    /// Utilization-to-score points; scoring needs the StorageCapacityScoring feature,
-    /// off in kube-scheduler v1.36, so a shape is accepted and not used.
+    /// Utilization-to-score points for scoring, which needs the `StorageCapacityScoring`
+    /// feature gate (off by default, as in kube-scheduler v1.36); empty takes
+    /// [`DEFAULT_SHAPE`].
     #[serde(default)]
-    pub shape: Vec<serde_json::Value>,
+    pub shape: Vec<ShapePoint>,
 }
 
 fn default_timeout() -> u64 {
@@ -54,11 +57,53 @@ impl Default for VolumeBindingArgs {
     }
 }
 
-/// The VolumeBinding filter.
+/// The VolumeBinding filter (and score, with the `StorageCapacityScoring` gate).
 #[derive(Debug, Default)]
 pub struct VolumeBinding {
     /// Its arguments.
     pub args: VolumeBindingArgs,
+    /// The scoring shape; `None` when scoring is off.
+    pub shape: Option<Vec<ShapePoint>>,
+}
+
+impl VolumeBinding {
+    /// The plugin from its args; a shape is an error unless scoring is on.
+    pub fn new(args: VolumeBindingArgs) -> Result<Self, String> {
+        let shape = if crate::features::storage_capacity_scoring() {
+            let shape = if args.shape.is_empty() { DEFAULT_SHAPE.to_vec() } else { args.shape.clone() };
+            score::validate(&shape)?;
+            Some(shape)
+        } else if !args.shape.is_empty() {
+            return Err("shape: must be empty unless the StorageCapacityScoring feature gate is enabled".into());
+        } else {
+            None
+        };
+        Ok(VolumeBinding { args, shape })
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_score(&self, pod: &PodInfo, snapshot: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
+        if self.shape.is_none() || pod.volumes.claims.is_empty() {
+            return Err(Status::skip());
+        }
+        match pre_filter(pod, &snapshot.volumes.read()) {
+            Ok(Some(s)) => Ok(PluginState::new(s)),
+            _ => Err(Status::skip()),
+        }
+    }
+
+    fn score(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
+        let (Some(shape), Some(s)) = (&self.shape, state.get::<BindingState>()) else { return 0 };
+        match find_pod_volumes(s, node) {
+            Ok((b, verdict)) if verdict.reasons().is_empty() => score::score(shape, &b),
+            _ => 0,
+        }
+    }
 }
 
 /// PreFilter, for a caller with the store locked: Skip for a pod without claims, a

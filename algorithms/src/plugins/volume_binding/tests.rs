@@ -413,3 +413,119 @@ fn hints_follow_the_pods_claims() {
         assert_eq!(vb.queueing_hint(&p, &e), want, "{e:?}");
     }
 }
+
+/// Scores of every node with scoring on and `shape` (kube-scheduler's tests use
+/// 0→0, 100→10 unless they say otherwise).
+fn scores(pod: core::Pod, nodes: &[core::Node], w: World, shape: &[(i64, i64)]) -> Vec<i64> {
+    let mut snap = snapshot(nodes, &[]);
+    snap.volumes = Arc::new(VolumeStore::new(state(w)));
+    let shape = shape.iter().map(|&(utilization, score)| ShapePoint { utilization, score }).collect();
+    let plugin = VolumeBinding { args: VolumeBindingArgs::default(), shape: Some(shape) };
+    crate::testing::score_all(&plugin, &pod, &snap)
+}
+
+const RISING: &[(i64, i64)] = &[(0, 0), (100, 10)];
+
+#[test]
+fn static_volumes_with_close_capacity_score_higher() {
+    let pv = |n: &str, class: &str, node: &str, size: i64| on(volume(n, class, size * GI), &[(HOST, node)]);
+    let one = World {
+        claims: vec![sized_claim("pvc-a", "wait-sc", 50 * GI)],
+        volumes: vec![
+            pv("pv-a-0", "wait-sc", "node-a", 200),
+            pv("pv-a-1", "wait-sc", "node-a", 200),
+            pv("pv-b-0", "wait-sc", "node-b", 100),
+            pv("pv-b-1", "wait-sc", "node-b", 100),
+        ],
+        ..Default::default()
+    };
+    let three = nodes(&["node-a", "node-b", "node-c"]);
+    assert_eq!(scores(pod(&["pvc-a"]), &three, one, RISING), vec![25, 50, 0]);
+    let two_classes = World {
+        claims: vec![sized_claim("pvc-0", "wait-sc", 50 * GI), sized_claim("pvc-1", "wait-hdd-sc", 100 * GI)],
+        volumes: vec![
+            pv("a-0", "wait-sc", "node-a", 200),
+            pv("a-1", "wait-sc", "node-a", 200),
+            pv("a-2", "wait-hdd-sc", "node-a", 200),
+            pv("a-3", "wait-hdd-sc", "node-a", 200),
+            pv("b-0", "wait-sc", "node-b", 100),
+            pv("b-1", "wait-sc", "node-b", 100),
+            pv("b-2", "wait-hdd-sc", "node-b", 100),
+            pv("b-3", "wait-hdd-sc", "node-b", 100),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(scores(pod(&["pvc-0", "pvc-1"]), &three, two_classes, RISING), vec![38, 75, 0]);
+}
+
+#[test]
+fn zonal_volumes_with_close_capacity_score_higher() {
+    let zonal =
+        |n: &str, zone: &str, size: i64| on(volume(n, "wait-sc", size * GI), &[("region", "region-a"), ("zone", zone)]);
+    let names = ["zone-a-node-a", "zone-a-node-b", "zone-b-node-a", "zone-b-node-b", "zone-c-node-a", "zone-c-node-b"];
+    let ns: Vec<core::Node> =
+        names.iter().map(|n| NodeBuilder::new(n).label("region", "region-a").label("zone", &n[..6]).build()).collect();
+    let w = || World {
+        claims: vec![sized_claim("pvc-a", "wait-sc", 50 * GI)],
+        volumes: vec![
+            zonal("a-0", "zone-a", 200),
+            zonal("a-1", "zone-a", 200),
+            zonal("b-0", "zone-b", 100),
+            zonal("b-1", "zone-b", 100),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(scores(pod(&["pvc-a"]), &ns, w(), RISING), vec![25, 25, 50, 50, 0, 0]);
+    let custom = &[(0, 0), (50, 3), (100, 5)];
+    assert_eq!(scores(pod(&["pvc-a"]), &ns, w(), custom), vec![15, 15, 30, 30, 0, 0]);
+}
+
+#[test]
+fn provisioning_scores_by_the_capacity_it_would_draw_from() {
+    let node = |n: &str| NodeBuilder::new(n).label("nodeKey", n).build();
+    let ns = vec![node("node-a"), node("node-b"), node("node-c")];
+    let caps = |sizes: [i64; 3]| {
+        ["node-a", "node-b", "node-c"]
+            .iter()
+            .zip(sizes)
+            .map(|(n, s)| capacity(&format!("cap-{n}"), "provisioned", Some(("nodeKey", n)), Some(s * GI), None))
+            .collect::<Vec<_>>()
+    };
+    let w = |claims: Vec<Claim>, sizes: [i64; 3], volumes: Vec<Volume>| World {
+        claims,
+        volumes,
+        capacity_driver: true,
+        capacities: caps(sizes),
+        ..Default::default()
+    };
+    let dynamic = || sized_claim("pvc-dynamic", "provisioned", 10 * GI);
+    assert_eq!(
+        scores(pod(&["pvc-dynamic"]), &ns, w(vec![dynamic()], [100, 50, 10], vec![]), RISING),
+        vec![10, 20, 100]
+    );
+    // With a static binding on the node, only static volumes count.
+    let statics: Vec<Volume> = ["node-a", "node-b", "node-c"]
+        .iter()
+        .map(|n| on(volume(&format!("pv-{n}"), "wait-sc", 100 * GI), &[("nodeKey", n)]))
+        .collect();
+    let both = w(vec![dynamic(), sized_claim("pvc-static", "wait-sc", 50 * GI)], [100, 50, 10], statics);
+    assert_eq!(scores(pod(&["pvc-dynamic", "pvc-static"]), &ns, both, RISING), vec![50, 50, 50]);
+    // Two claims of one class: the capacity is taken once, the requests add up.
+    let two = w(
+        vec![sized_claim("d1", "provisioned", 50 * GI), sized_claim("d2", "provisioned", 50 * GI)],
+        [100, 100, 100],
+        vec![],
+    );
+    assert_eq!(scores(pod(&["d1", "d2"]), &ns[..1], two, RISING), vec![100]);
+    let least = || w(vec![dynamic()], [100, 20, 10], vec![]);
+    assert_eq!(scores(pod(&["pvc-dynamic"]), &ns, least(), RISING), vec![10, 50, 100]);
+    assert_eq!(scores(pod(&["pvc-dynamic"]), &ns, least(), &[(0, 10), (100, 0)]), vec![90, 50, 0]);
+}
+
+#[test]
+fn a_shape_needs_the_scoring_gate() {
+    // The gate is off in tests (it is process-wide; only the command line sets it).
+    let args = VolumeBindingArgs { shape: vec![ShapePoint { utilization: 0, score: 10 }], ..Default::default() };
+    assert!(VolumeBinding::new(args).unwrap_err().contains("StorageCapacityScoring"));
+    assert!(VolumeBinding::new(VolumeBindingArgs::default()).unwrap().shape.is_none());
+}
