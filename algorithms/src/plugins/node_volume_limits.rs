@@ -2,8 +2,6 @@
 //! (from its CSINode); volumes of the pod's claims and of migrated in-tree volumes count,
 //! once each however many pods share them.
 
-use std::sync::Arc;
-
 use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
@@ -13,7 +11,7 @@ use crate::status::Status;
 use smallvec::SmallVec;
 
 use crate::volumes::migration::csi_driver_of;
-use crate::volumes::{Claim, CsiNode, VolumeHandle, VolumeState, VolumeStore};
+use crate::volumes::{Claim, CsiNode, VolumeHandle, VolumeState};
 
 /// Plugin name.
 pub const NAME: &str = "NodeVolumeLimits";
@@ -123,14 +121,15 @@ impl FilterPlugin for NodeVolumeLimits {
         if pod.volumes.claims.is_empty() && pod.volumes.inline_in_tree.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let store = snapshot.volumes.clone();
-        let resolved = NewVolumes::resolve(pod, &store.read());
-        PreFilterOutcome::run(PluginState::new((store, resolved)))
+        // A copy of the store for the cycle: every node's Filter reads it without a lock.
+        let state = snapshot.volumes.copy();
+        let resolved = NewVolumes::resolve(pod, &state);
+        PreFilterOutcome::run(PluginState::new((state, resolved)))
     }
 
     fn filter(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo) -> Status {
-        match state.get::<(Arc<VolumeStore>, NewVolumes)>() {
-            Some((store, new)) => filter_node(new, node, &store.read()),
+        match state.get::<(VolumeState, NewVolumes)>() {
+            Some((volumes, new)) => filter_node(new, node, volumes),
             None => Status::error("NodeVolumeLimits state is missing"),
         }
     }
