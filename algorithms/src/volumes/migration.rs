@@ -18,6 +18,9 @@ pub const MIGRATED: &[(&str, &str)] = &[
 
 /// The CSI driver an in-tree plugin migrated to.
 pub fn csi_driver_of(plugin: &str) -> Option<&'static str> {
+    if !plugin.starts_with("kubernetes.io/") {
+        return None;
+    }
     MIGRATED.iter().find(|(p, _)| *p == plugin).map(|(_, d)| *d)
 }
 

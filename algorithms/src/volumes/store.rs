@@ -40,11 +40,17 @@ pub struct VolumeState {
 impl VolumeState {
     /// A claim by `namespace/name`, as assumed if it is.
     pub fn claim(&self, key: &str) -> Option<&Arc<Claim>> {
+        if self.assumed_claims.is_empty() {
+            return self.claims.get(key);
+        }
         self.assumed_claims.get(key).map(|(c, _)| c).or_else(|| self.claims.get(key))
     }
 
     /// A volume by name, as assumed if it is.
     pub fn volume(&self, name: &str) -> Option<&Arc<Volume>> {
+        if self.assumed_volumes.is_empty() {
+            return self.volumes.get(name);
+        }
         self.assumed_volumes.get(name).map(|(v, _)| v).or_else(|| self.volumes.get(name))
     }
 
