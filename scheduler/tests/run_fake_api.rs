@@ -272,3 +272,56 @@ async fn two_replicas_never_double_bind_and_the_standby_takes_over() {
     check_bindings(&api, 150);
     keep.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_writing_a_claims_node_unreserves_and_retries() {
+    let api = FakeApi::start().await;
+    api.apply(Kind::Namespace, namespace("default"));
+    api.apply(Kind::Node, node("n1", "4", "a"));
+    api.apply(
+        Kind::StorageClass,
+        json!({"metadata": {"name": "wffc"}, "provisioner": "csi.example.com",
+               "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    api.apply(
+        Kind::PersistentVolumeClaim,
+        json!({"metadata": {"name": "data", "namespace": "default", "uid": "uid-data"},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
+                        "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    // The first write of the claim's selected node conflicts (someone else changed it).
+    api.fail_next(Some(axum::http::Method::PATCH), "persistentvolumeclaims/data", 409, 1);
+    let (sched, _) = start(&api, None, "solo");
+    let p = PodBuilder::new("p").scheduler("custom-scheduler").req("100m", "128Mi").claim("v", "data").build();
+    api.apply(Kind::Pod, serde_json::to_value(p).unwrap());
+    let selected = |api: &FakeApi| {
+        api.get(Kind::PersistentVolumeClaim, "default", "data")
+            .is_some_and(|c| c["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == "n1")
+    };
+    wait_for("the claim's node selected on the retry", Duration::from_secs(30), || selected(&api)).await;
+    assert_eq!(api.faults_remaining(), 0);
+    let reported = api.list(Kind::Event).into_iter().any(|e| {
+        e["reason"] == "FailedScheduling"
+            && e["note"].as_str().unwrap_or("").starts_with("running PreBind plugin \"VolumeBinding\"")
+    });
+    assert!(reported, "the conflict was not reported");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(api.bindings().is_empty(), "the pod was bound before its claim");
+    // The provisioner's part: a volume, and the claim bound to it.
+    api.apply(
+        Kind::PersistentVolume,
+        json!({"metadata": {"name": "pv-data"},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "wffc",
+                        "claimRef": {"namespace": "default", "name": "data", "uid": "uid-data"},
+                        "csi": {"driver": "csi.example.com", "volumeHandle": "vol-1"}},
+               "status": {"phase": "Bound"}}),
+    );
+    let mut claim = api.get(Kind::PersistentVolumeClaim, "default", "data").unwrap();
+    claim["spec"]["volumeName"] = json!("pv-data");
+    claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = json!("yes");
+    claim["status"] = json!({"phase": "Bound"});
+    api.apply(Kind::PersistentVolumeClaim, claim);
+    wait_for("the pod bound", Duration::from_secs(30), || api.bindings().len() == 1).await;
+    assert_eq!(api.bindings()[0].1, "n1");
+    sched.stop().await;
+}

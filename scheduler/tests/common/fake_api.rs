@@ -35,6 +35,9 @@ pub enum Kind {
     ReplicaSet,
     StatefulSet,
     PodDisruptionBudget,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
 }
 
 impl Kind {
@@ -50,6 +53,9 @@ impl Kind {
             "replicasets" => Kind::ReplicaSet,
             "statefulsets" => Kind::StatefulSet,
             "poddisruptionbudgets" => Kind::PodDisruptionBudget,
+            "persistentvolumeclaims" => Kind::PersistentVolumeClaim,
+            "persistentvolumes" => Kind::PersistentVolume,
+            "storageclasses" => Kind::StorageClass,
             _ => return None,
         })
     }
@@ -65,6 +71,9 @@ impl Kind {
             Kind::ReplicaSet => "ReplicaSetList",
             Kind::StatefulSet => "StatefulSetList",
             Kind::PodDisruptionBudget => "PodDisruptionBudgetList",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaimList",
+            Kind::PersistentVolume => "PersistentVolumeList",
+            Kind::StorageClass => "StorageClassList",
         }
     }
 }
@@ -164,6 +173,9 @@ impl FakeApi {
             Kind::ReplicaSet => ("apps/v1", "ReplicaSet"),
             Kind::StatefulSet => ("apps/v1", "StatefulSet"),
             Kind::PodDisruptionBudget => ("policy/v1", "PodDisruptionBudget"),
+            Kind::PersistentVolumeClaim => ("v1", "PersistentVolumeClaim"),
+            Kind::PersistentVolume => ("v1", "PersistentVolume"),
+            Kind::StorageClass => ("storage.k8s.io/v1", "StorageClass"),
         };
         if obj.get("kind").is_none_or(Value::is_null) {
             obj["apiVersion"] = json!(api_version);
