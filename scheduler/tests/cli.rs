@@ -228,6 +228,7 @@ fn explain_names_the_volume_plugin_that_rejects_each_node() {
         let f = &r["failedNodes"][node];
         assert_eq!(f["plugin"], "VolumeBinding");
         assert_eq!(f["reasons"], serde_json::json!(["node(s) didn't match PersistentVolume's node affinity"]));
+        assert_eq!(f["detail"], "volume pv-logs of claim logs-pinned is not reachable from this node");
     }
     let r = run_json(&["explain", "--cluster", VOLUMES, "--pod", "db/two-disks", "--output", "json"]);
     let c = &r["failedNodes"]["node-c"];

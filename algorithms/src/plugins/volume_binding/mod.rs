@@ -127,9 +127,51 @@ pub fn filter_node(s: &BindingState, node: &NodeInfo) -> Status {
             }
             let mut st = Status::unresolvable(reasons[0]);
             st.reasons.extend(reasons[1..].iter().map(|r| std::borrow::Cow::Borrowed(*r)));
-            st
+            st.with_detail_fn(|| detail(s, node))
         }
     }
+}
+
+/// Which claim or volume keeps the node out, for people (`explain`).
+fn detail(s: &BindingState, node: &NodeInfo) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for (claim, volume) in &s.bound {
+        match volume {
+            None => out.push(format!("claim {} is bound to missing volume {}", claim.name, claim.volume_name)),
+            Some(v) if !v.admits(&node.labels) => {
+                out.push(format!("volume {} of claim {} is not reachable from this node", v.name, claim.name))
+            }
+            Some(_) => {}
+        }
+    }
+    for p in &s.plans {
+        if let Some(selected) = p.claim.selected_node.as_ref().filter(|n| **n != node.name) {
+            out.push(format!("claim {} is being provisioned for node {selected}", p.claim.name));
+            continue;
+        }
+        let static_ok = p
+            .prebound
+            .as_ref()
+            .map_or_else(|| p.candidates.iter().any(|v| v.admits(&node.labels)), |v| v.admits(&node.labels));
+        if static_ok {
+            continue;
+        }
+        let why = match &p.provisioning {
+            Provisioning::Error(e) => e.clone(),
+            Provisioning::Impossible => format!("class {} has no provisioner", p.claim.class),
+            Provisioning::Possible { class, .. } if !class.allows(&node.labels) => {
+                format!("class {} does not allow this node's topology", class.name)
+            }
+            Provisioning::Possible { capacities: Some(caps), .. }
+                if !caps.iter().any(|c| c.topology.as_ref().is_some_and(|t| t.matches(&node.labels))) =>
+            {
+                format!("no CSIStorageCapacity of class {} here has room for {} bytes", p.claim.class, p.claim.request)
+            }
+            Provisioning::Possible { .. } => continue,
+        };
+        out.push(format!("claim {}: no available volume fits here, and {why}", p.claim.name));
+    }
+    out.join("; ")
 }
 
 impl FilterPlugin for VolumeBinding {

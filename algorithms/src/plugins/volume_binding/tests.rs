@@ -529,3 +529,17 @@ fn a_shape_needs_the_scoring_gate() {
     assert!(VolumeBinding::new(args).unwrap_err().contains("StorageCapacityScoring"));
     assert!(VolumeBinding::new(VolumeBindingArgs::default()).unwrap().shape.is_none());
 }
+
+#[test]
+fn details_name_the_claim_and_why() {
+    let w = World { claims: vec![claim("c", "wait-topo")], ..Default::default() };
+    let st = run(PodBuilder::new("p").claim("v", "c").build(), &nodes(&["node-a", "node-b"]), w);
+    assert!(st[0].is_success());
+    assert_eq!(
+        st[1].detail.as_deref(),
+        Some("claim c: no available volume fits here, and class wait-topo does not allow this node's topology")
+    );
+    let w = World { claims: vec![bound_claim("c", "wait-sc", "gone")], ..Default::default() };
+    let st = run(PodBuilder::new("p").claim("v", "c").build(), &nodes(&["node-a"]), w);
+    assert_eq!(st[0].detail.as_deref(), Some("claim c is bound to missing volume gone"));
+}
