@@ -11,6 +11,7 @@ use std::sync::Arc;
 use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState, VolumeStore};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::storage::v1 as sv1;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -192,28 +193,22 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
                 out.kube_pod_groups.push(group);
             }
             "PersistentVolumeClaim" => {
-                let o: core::PersistentVolumeClaim = typed(v, path, &kind, i)?;
-                out.volumes.upsert_claim(storage_object(Claim::from_api(&o), path, &kind, &name)?);
+                out.volumes.upsert_claim(storage::<core::PersistentVolumeClaim, _>(v, path, i, Claim::from_api)?);
             }
             "PersistentVolume" => {
-                let o: core::PersistentVolume = typed(v, path, &kind, i)?;
-                out.volumes.upsert_volume(storage_object(Volume::from_api(&o), path, &kind, &name)?);
+                out.volumes.upsert_volume(storage::<core::PersistentVolume, _>(v, path, i, Volume::from_api)?);
             }
             "StorageClass" => {
-                let o: k8s_openapi::api::storage::v1::StorageClass = typed(v, path, &kind, i)?;
-                out.volumes.upsert_class(storage_object(StorageClass::from_api(&o), path, &kind, &name)?);
+                out.volumes.upsert_class(storage::<sv1::StorageClass, _>(v, path, i, StorageClass::from_api)?);
             }
             "CSINode" => {
-                let o: k8s_openapi::api::storage::v1::CSINode = typed(v, path, &kind, i)?;
-                out.volumes.upsert_csi_node(storage_object(CsiNode::from_api(&o), path, &kind, &name)?);
+                out.volumes.upsert_csi_node(storage::<sv1::CSINode, _>(v, path, i, CsiNode::from_api)?);
             }
             "CSIDriver" => {
-                let o: k8s_openapi::api::storage::v1::CSIDriver = typed(v, path, &kind, i)?;
-                out.volumes.upsert_driver(storage_object(CsiDriver::from_api(&o), path, &kind, &name)?);
+                out.volumes.upsert_driver(storage::<sv1::CSIDriver, _>(v, path, i, CsiDriver::from_api)?);
             }
             "CSIStorageCapacity" => {
-                let o: k8s_openapi::api::storage::v1::CSIStorageCapacity = typed(v, path, &kind, i)?;
-                out.volumes.upsert_capacity(storage_object(Capacity::from_api(&o), path, &kind, &name)?);
+                out.volumes.upsert_capacity(storage::<sv1::CSIStorageCapacity, _>(v, path, i, Capacity::from_api)?);
             }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
@@ -226,12 +221,20 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
     Ok(out)
 }
 
-/// A storage object that parsed, or the error naming it.
-fn storage_object<T>(r: Result<T, String>, path: &str, kind: &str, name: &str) -> Result<T, LoadError> {
-    r.map_err(|message| LoadError::Object {
+/// Reads one storage object of API type `T` into our form with `parse`, naming the
+/// object on error.
+fn storage<T: DeserializeOwned + k8s_openapi::Resource, O>(
+    v: Value,
+    path: &str,
+    index: usize,
+    parse: fn(&T) -> Result<O, String>,
+) -> Result<O, LoadError> {
+    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    let o: T = typed(v, path, T::KIND, index)?;
+    parse(&o).map_err(|message| LoadError::Object {
         path: path.into(),
-        kind: kind.into(),
-        name: name.into(),
+        kind: T::KIND.into(),
+        name,
         field: "(see message)".into(),
         message,
     })
