@@ -390,6 +390,10 @@ mod tests {
         let objs = objects_from_values(parse_documents(bad_qty, "f").unwrap(), "f").unwrap();
         let err = parse_cluster(&objs, "f").unwrap_err().to_string();
         assert!(err.contains("Node n") && err.contains("lots"), "{err}");
+        let bad_claim = r#"{"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "db"},
+            "spec": {"resources": {"requests": {"storage": "lots"}}}}"#;
+        let err = objects_from_values(parse_documents(bad_claim, "f").unwrap(), "f").unwrap_err().to_string();
+        assert!(err.contains("PersistentVolumeClaim data") && err.contains("requests.storage"), "{err}");
         assert!(parse_documents("{not json", "f").is_err());
         assert!(parse_documents("a: [b", "f").is_err());
     }
