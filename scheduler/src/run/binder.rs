@@ -70,7 +70,7 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
 /// VolumeBinding's PreBind, when Reserve assumed volume bindings for the pod. On
 /// failure the pod's assumptions go (Unreserve) and it is retried after backoff; returns
 /// whether binding may go on.
-async fn pre_bind(client: &Client, shared: &Arc<Shared>, reporter: &Reporter, req: &BindRequest) -> bool {
+pub async fn pre_bind(client: &Client, shared: &Arc<Shared>, reporter: &Reporter, req: &BindRequest) -> bool {
     let key = req.pod.key();
     let (bindings, timeout) = {
         let st = shared.lock();
@@ -118,9 +118,6 @@ pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<
         return;
     }
     let key = req.pod.key();
-    if !pre_bind(&client, &shared, &reporter, &req).await {
-        return;
-    }
     let t0 = Instant::now();
     let outcome = bind(&client, &req.pod, &req.node).await;
     shared.metrics.bind(outcome == BindOutcome::Bound, &req.profile, t0.elapsed().as_secs_f64());

@@ -360,6 +360,23 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         tokio::spawn(async move {
             while let Some(work) = work_rx.recv().await {
                 match work {
+                    Work::Bind(req) if shared.lock().engine.cache.reserved_volumes(&req.pod.key()).is_some() => {
+                        // Waiting for claims to be bound holds no binding slot: a slow
+                        // provisioner must not stall the pods that have nothing to wait for.
+                        let (c, s, r, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
+                        tokio::spawn(async move {
+                            if !binder::pre_bind(&c, &s, &r, &req).await {
+                                return;
+                            }
+                            let Ok(permit) = permits.acquire_owned().await else { return };
+                            if s.stopping() {
+                                s.release(&req.pod.key());
+                                return;
+                            }
+                            binder::bind_and_record(c, s, r, req).await;
+                            drop(permit);
+                        });
+                    }
                     Work::Bind(req) => {
                         let Ok(permit) = permits.clone().acquire_owned().await else { break };
                         if shared.stopping() {

@@ -29,7 +29,7 @@ pub async fn pre_bind(
     b: &NodeBindings,
     timeout: Duration,
 ) -> Result<(), String> {
-    let written = write(client, b, node).await?;
+    let written = write(client, shared, b, node).await?;
     let deadline = Instant::now() + timeout;
     loop {
         {
@@ -66,7 +66,7 @@ fn version(rv: Option<&str>) -> u64 {
 
 /// PATCHes each assumed volume's claimRef and each provisioned claim's selected node,
 /// with the resource version it was assumed over as a precondition.
-async fn write(client: &Client, b: &NodeBindings, node: &str) -> Result<Written, String> {
+async fn write(client: &Client, shared: &Shared, b: &NodeBindings, node: &str) -> Result<Written, String> {
     let mut out = Vec::new();
     let params = PatchParams::default();
     for (claim, volume) in &b.static_bindings {
@@ -80,6 +80,7 @@ async fn write(client: &Client, b: &NodeBindings, node: &str) -> Result<Written,
             "spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                 "namespace": claim.namespace, "name": claim.name, "uid": claim.uid}},
         });
+        shared.limiter.until_ready().await;
         let pv = api
             .patch(&volume.name, &params, &Patch::Merge(&patch))
             .await
@@ -90,6 +91,7 @@ async fn write(client: &Client, b: &NodeBindings, node: &str) -> Result<Written,
         let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &claim.namespace);
         let patch = json!({"metadata": {"resourceVersion": claim.resource_version,
             "annotations": {SELECTED_NODE: node}}});
+        shared.limiter.until_ready().await;
         let pvc = api
             .patch(&claim.name, &params, &Patch::Merge(&patch))
             .await
