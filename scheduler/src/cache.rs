@@ -133,7 +133,14 @@ impl Cache {
 
     /// Removes a node and forgets the pods on it; returns it.
     pub fn remove_node(&mut self, name: &str) -> Option<Arc<NodeInfo>> {
-        let i = self.index.remove(name)?;
+        let i = *self.index.get(name)?;
+        // Pods assumed there are not bound: their volume assumptions go with the node.
+        let assumed: Vec<String> =
+            self.pods.iter().filter(|(_, st)| st.assumed && st.node == name).map(|(k, _)| k.clone()).collect();
+        for key in &assumed {
+            self.unreserve_volumes(key);
+        }
+        self.index.remove(name);
         let removed = self.nodes.remove(i);
         // Pods still bound to the node wait for it (or their deletion) like any orphan.
         let orphans: Vec<Arc<PodInfo>> = removed.pods.clone();
@@ -211,6 +218,7 @@ impl Cache {
 
     /// Removes a pod (deleted, or finished).
     pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        self.unreserve_volumes(key);
         for list in self.orphans.values_mut() {
             list.retain(|p| p.key() != key);
         }
@@ -280,6 +288,12 @@ impl Cache {
     /// Assumed pods whose binding call has not returned.
     pub fn binding_in_progress(&self) -> usize {
         self.pods.values().filter(|s| s.assumed && s.deadline.is_none()).count()
+    }
+
+    /// Pods assumed (not yet bound) on a node.
+    pub fn assumed_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
+        let Some(info) = self.node(node) else { return Vec::new() };
+        info.pods.iter().filter(|p| self.is_assumed(&p.key())).cloned().collect()
     }
 
     /// A node by name.

@@ -323,3 +323,73 @@ async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
     .await;
     played.abort();
 }
+
+/// The `PodScheduled` message of each pod once it has one.
+async fn messages(client: &kube::Client, names: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for n in names {
+        let Ok(pod) = Api::<Pod>::namespaced(client.clone(), NS).get(n).await else { continue };
+        if let Some((_, _, Some(m))) = realapi::pod_scheduled(&pod) {
+            out.insert(n.clone(), m);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_messages_are_kube_schedulers() {
+    let Some(p) = plane("volume_messages_are_kube_schedulers").await else {
+        return;
+    };
+    let client = &p.client;
+    let zones = [("n-a", "zone-a"), ("n-b", "zone-b"), ("n-c", "zone-c")];
+    let nodes: Vec<Node> =
+        zones.iter().map(|(n, z)| NodeBuilder::new(n).capacity("8", "16Gi", "110").label(ZONE, z).build()).collect();
+    api::create_nodes(client, &nodes, 3).await.unwrap();
+    for (n, _) in zones {
+        let _: CSINode = create(
+            Api::all(client.clone()),
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
+                "spec": {"drivers": [{"name": DRIVER, "nodeID": n, "allocatable": {"count": 2}}]}}),
+        )
+        .await;
+    }
+    for (name, mode) in [("zonal", "WaitForFirstConsumer"), ("fast", "Immediate")] {
+        let _: StorageClass = create(
+            Api::all(client.clone()),
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                "provisioner": DRIVER, "volumeBindingMode": mode}),
+        )
+        .await;
+    }
+    // The same pods for kube-scheduler (k-) and for us (c-), each with its own claims.
+    let mut unschedulable = Vec::new();
+    for (prefix, scheduler) in [("k", "kube"), ("c", "custom-scheduler")] {
+        let c = |n: &str| format!("{prefix}-{n}");
+        for g in ["g1", "g2", "g3"] {
+            claim(client, &c(g), "zonal").await;
+        }
+        claim(client, &c("imm"), "fast").await;
+        let pods =
+            [("greedy", vec![c("g1"), c("g2"), c("g3")]), ("waiting", vec![c("imm")]), ("orphan", vec![c("missing")])];
+        for (name, claims) in pods {
+            let refs: Vec<&str> = claims.iter().map(String::as_str).collect();
+            let mut pod = with_claims(&c(name), &refs).build();
+            pod.spec.as_mut().unwrap().scheduler_name = Some(scheduler.into());
+            api::create_pod(client, &pod).await.unwrap();
+            unschedulable.push(c(name));
+        }
+    }
+    let config = json!({"profiles": [{"schedulerName": "kube"}]});
+    let _kube = testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let got = api::wait_for("every pod's PodScheduled message", Duration::from_secs(60), || async {
+        let m = messages(client, &unschedulable).await;
+        (m.len() == unschedulable.len()).then_some(m)
+    })
+    .await;
+    for name in ["greedy", "waiting", "orphan"] {
+        let (kube, ours) = (&got[&format!("k-{name}")], &got[&format!("c-{name}")]);
+        assert_eq!(ours.replace("c-", ""), kube.replace("k-", ""), "{name}");
+    }
+}

@@ -97,7 +97,14 @@ pub enum Preemption {
     },
     /// Something failed; the message.
     Error(String),
+    /// A PostFilter before DefaultPreemption stopped the chain, and DefaultPreemption
+    /// never ran: after a PreFilter rejection, kube-scheduler's DynamicResources finds no
+    /// state of its own (its PreFilter never ran) and fails with this message.
+    Stopped(String),
 }
+
+/// What DynamicResources' PostFilter says when a PreFilter before it rejected the pod.
+pub const DRA_STATE_MISSING: &str = "not found";
 
 impl Preemption {
     /// PostFilter's part of kube-scheduler's FailedScheduling message (after the first
@@ -108,6 +115,7 @@ impl Preemption {
             Preemption::Unschedulable { message, .. } | Preemption::Error(message) => {
                 Some(format!("{NO_CLAIMS}, preemption: {message}"))
             }
+            Preemption::Stopped(message) => Some(message.clone()),
         }
     }
 }
@@ -157,6 +165,9 @@ pub fn preempt(
         .as_ref()
         .and_then(|n| snapshot.index.get(n))
         .and_then(|&i| ev.rejected.iter().find(|(j, _)| *j == i).map(|(_, st)| st.code));
+    if ev.prefilter_rejection.is_some() {
+        return Preemption::Stopped(DRA_STATE_MISSING.into());
+    }
     if let Err(message) = eligible(pod, nominated_status, snapshot) {
         return Preemption::Unschedulable { message, clear: false };
     }

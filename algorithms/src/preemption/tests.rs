@@ -80,7 +80,9 @@ fn chosen(out: &Preemption, snap: &Snapshot) -> (String, Vec<String>, usize) {
 
 fn message(out: &Preemption) -> String {
     match out {
-        Preemption::Unschedulable { message, .. } | Preemption::Error(message) => message.clone(),
+        Preemption::Unschedulable { message, .. } | Preemption::Error(message) | Preemption::Stopped(message) => {
+            message.clone()
+        }
         other => panic!("expected no nomination, got {other:?}"),
     }
 }

@@ -53,6 +53,8 @@ pub struct Claim {
     pub access_modes: Vec<String>,
     /// `spec.volumeMode` is `Block`.
     pub block: bool,
+    /// `spec.volumeAttributesClassName` (empty when unset).
+    pub attributes_class: String,
     /// Requested storage in bytes (0 when unset).
     pub request: i64,
     /// Whether `requests.storage` is set at all.
@@ -109,6 +111,7 @@ impl Claim {
             volume_name: spec.volume_name.clone().unwrap_or_default(),
             access_modes: spec.access_modes.clone().unwrap_or_default(),
             block: spec.volume_mode.as_deref() == Some("Block"),
+            attributes_class: spec.volume_attributes_class_name.clone().unwrap_or_default(),
             request,
             request_set: asked.is_some(),
             selector,
@@ -155,6 +158,8 @@ pub struct Volume {
     pub access_modes: Vec<String>,
     /// `spec.volumeMode` is `Block`.
     pub block: bool,
+    /// `spec.volumeAttributesClassName` (empty when unset).
+    pub attributes_class: String,
     /// Labels (zone and region among them).
     pub labels: Labels,
     /// Required node affinity; `None` when the volume is reachable from every node.
@@ -188,6 +193,7 @@ impl Volume {
             capacity,
             access_modes: spec.access_modes.clone().unwrap_or_default(),
             block: spec.volume_mode.as_deref() == Some("Block"),
+            attributes_class: spec.volume_attributes_class_name.clone().unwrap_or_default(),
             labels: meta.labels.clone().unwrap_or_default(),
             node_affinity: spec.node_affinity.as_ref().and_then(|a| a.required.as_ref()).map(NodeSelector::parse),
             claim_ref: spec.claim_ref.as_ref().map(|r| ClaimRef {

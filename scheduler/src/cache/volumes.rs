@@ -16,6 +16,8 @@ impl Cache {
     /// Reserve: finds the pod's volume bindings on `node` again (the store may have
     /// changed since the cycle's Filter) and assumes them. `Err` says why they cannot be.
     pub fn reserve_volumes(&mut self, pod: &PodInfo, node: &str) -> Result<(), String> {
+        // A reservation left by an earlier pod of the same name goes first.
+        self.unreserve_volumes(&pod.key());
         if pod.volumes.claims.is_empty() {
             return Ok(());
         }
@@ -199,6 +201,22 @@ mod tests {
         let st = c.volumes.read();
         assert!(st.volume("pv-static").unwrap().claim_ref.is_none());
         assert!(st.claim("default/dyn").unwrap().selected_node.is_none());
+    }
+
+    #[test]
+    fn removing_the_pod_or_its_node_unreserves() {
+        let mut c = cache();
+        let p = pod();
+        c.assume(&p, "a").unwrap();
+        c.reserve_volumes(&p, "a").unwrap();
+        c.remove_node("a");
+        assert!(c.reserved_volumes("default/p").is_none());
+        assert!(c.volumes.read().volume("pv-static").unwrap().claim_ref.is_none());
+        c.assume(&p, "b").unwrap();
+        c.reserve_volumes(&p, "b").unwrap();
+        c.remove_pod("default/p");
+        assert!(c.reserved_volumes("default/p").is_none());
+        assert!(c.volumes.read().claim("default/dyn").unwrap().selected_node.is_none());
     }
 
     #[test]

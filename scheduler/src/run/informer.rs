@@ -259,8 +259,17 @@ impl super::State {
 
     /// Applies a node deletion.
     pub fn delete_node(&mut self, name: &str, now: Instant) {
+        // Pods assumed there and not bound yet (their binding or PreBind still running)
+        // are scheduled again; a binding that still lands is seen by the pod watch.
+        let assumed = self.engine.cache.assumed_on(name);
         if let Some(gone) = self.engine.cache.remove_node(name) {
             self.engine.on_event(ClusterEvent::NodeDeleted(gone), now);
+        }
+        for pod in assumed {
+            self.engine.cache.remove_pod(&pod.key());
+            let mut pending = (*pod).clone();
+            pending.node_name = None;
+            self.engine.enqueue(Arc::new(pending), now);
         }
     }
 }

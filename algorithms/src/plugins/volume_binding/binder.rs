@@ -90,6 +90,7 @@ pub fn bound_to(volume: &Volume, claim: &Claim) -> bool {
 fn fits_anywhere(v: &Volume, claim: &Claim) -> bool {
     v.capacity >= claim.request
         && v.block == claim.block
+        && v.attributes_class == claim.attributes_class
         && !v.deleting
         && v.phase == "Available"
         && claim.selector.as_ref().is_none_or(|s| s.matches(&v.labels))
@@ -108,6 +109,7 @@ fn plan(claim: Arc<Claim>, state: &VolumeState) -> ClaimPlan {
                 && v.class == claim.class
                 && v.capacity >= claim.request
                 && v.block == claim.block
+                && v.attributes_class == claim.attributes_class
                 && !v.deleting
         })
         .cloned();

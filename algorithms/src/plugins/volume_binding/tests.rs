@@ -218,6 +218,7 @@ fn static_volumes_smallest_fit_on_the_node() {
         Volume { class: "wait-hdd-sc".into(), ..pv("x", "node-a", 5) },
         Volume { block: true, ..pv("x", "node-a", 5) },
         Volume { deleting: true, ..pv("x", "node-a", 5) },
+        Volume { attributes_class: "gold".into(), ..pv("x", "node-a", 5) },
         claimed(pv("x", "node-a", 5), &other),
         pv("x", "node-a", 0),
     ] {
