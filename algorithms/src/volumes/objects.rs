@@ -45,8 +45,6 @@ pub struct Claim {
     pub resource_version: String,
     /// Storage class (`spec.storageClassName`, else the beta annotation); empty: none.
     pub class: String,
-    /// Whether a class was named at all (an unset class and `""` differ for defaults).
-    pub class_set: bool,
     /// `spec.volumeName`; empty while unbound.
     pub volume_name: String,
     /// Access modes asked for.
@@ -106,7 +104,6 @@ impl Claim {
             name: meta.name.clone().ok_or("metadata.name is missing")?,
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
-            class_set: class.is_some(),
             class: class.unwrap_or_default(),
             volume_name: spec.volume_name.clone().unwrap_or_default(),
             access_modes: spec.access_modes.clone().unwrap_or_default(),

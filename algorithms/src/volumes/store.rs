@@ -94,24 +94,6 @@ impl VolumeState {
         self.claimed_by.get(claim).into_iter().flatten().filter_map(|n| self.volume(n))
     }
 
-    /// Every claim (as assumed).
-    pub fn claims(&self) -> impl Iterator<Item = &Arc<Claim>> {
-        self.claims
-            .iter()
-            .filter(|(k, _)| !self.assumed_claims.contains_key(*k))
-            .map(|(_, c)| c)
-            .chain(self.assumed_claims.values().map(|(c, _)| c))
-    }
-
-    /// Every volume (as assumed).
-    pub fn volumes(&self) -> impl Iterator<Item = &Arc<Volume>> {
-        self.volumes
-            .iter()
-            .filter(|(k, _)| !self.assumed_volumes.contains_key(*k))
-            .map(|(_, v)| v)
-            .chain(self.assumed_volumes.values().map(|(v, _)| v))
-    }
-
     /// Counts of claims, volumes, classes, CSINodes, CSIDrivers and capacities.
     pub fn counts(&self) -> [usize; 6] {
         [

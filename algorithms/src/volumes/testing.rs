@@ -13,7 +13,6 @@ pub fn claim(name: &str, class: &str) -> Claim {
         name: name.into(),
         uid: format!("uid-{name}"),
         class: class.into(),
-        class_set: true,
         access_modes: vec!["ReadWriteOnce".into()],
         ..Default::default()
     }
