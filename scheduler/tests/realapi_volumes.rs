@@ -111,6 +111,24 @@ async fn controllers(client: &kube::Client, withheld: &BTreeSet<String>) -> Vec<
     bound
 }
 
+/// Three nodes, one per zone, each with `cpu`; the CSI driver attaches at most two
+/// volumes per node.
+const ZONES: [(&str, &str); 3] = [("n-a", "zone-a"), ("n-b", "zone-b"), ("n-c", "zone-c")];
+
+async fn zonal_nodes(client: &kube::Client, cpu: &str) {
+    let nodes: Vec<Node> =
+        ZONES.iter().map(|(n, z)| NodeBuilder::new(n).capacity(cpu, "16Gi", "110").label(ZONE, z).build()).collect();
+    api::create_nodes(client, &nodes, 3).await.unwrap();
+    for (n, _) in ZONES {
+        let _: CSINode = create(
+            Api::all(client.clone()),
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
+                "spec": {"drivers": [{"name": DRIVER, "nodeID": n, "allocatable": {"count": 2}}]}}),
+        )
+        .await;
+    }
+}
+
 /// The zone a PV's node affinity names.
 async fn volume_zone(client: &kube::Client, claim: &str) -> String {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
@@ -198,19 +216,8 @@ async fn claims_are_bound_in_the_pods_zone_before_the_pods() {
         return;
     };
     let client = &p.client;
-    // Three nodes, one per zone; the CSI driver attaches at most two volumes per node.
-    let zones = [("n-a", "zone-a"), ("n-b", "zone-b"), ("n-c", "zone-c")];
-    let nodes: Vec<Node> =
-        zones.iter().map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build()).collect();
-    api::create_nodes(client, &nodes, 3).await.unwrap();
-    for (n, _) in zones {
-        let _: CSINode = create(
-            Api::all(client.clone()),
-            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
-                "spec": {"drivers": [{"name": DRIVER, "nodeID": n, "allocatable": {"count": 2}}]}}),
-        )
-        .await;
-    }
+    let zones = ZONES;
+    zonal_nodes(client, "4").await;
     let _: StorageClass = create(
         Api::all(client.clone()),
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
@@ -342,18 +349,7 @@ async fn volume_messages_are_kube_schedulers() {
         return;
     };
     let client = &p.client;
-    let zones = [("n-a", "zone-a"), ("n-b", "zone-b"), ("n-c", "zone-c")];
-    let nodes: Vec<Node> =
-        zones.iter().map(|(n, z)| NodeBuilder::new(n).capacity("8", "16Gi", "110").label(ZONE, z).build()).collect();
-    api::create_nodes(client, &nodes, 3).await.unwrap();
-    for (n, _) in zones {
-        let _: CSINode = create(
-            Api::all(client.clone()),
-            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
-                "spec": {"drivers": [{"name": DRIVER, "nodeID": n, "allocatable": {"count": 2}}]}}),
-        )
-        .await;
-    }
+    zonal_nodes(client, "8").await;
     for (name, mode) in [("zonal", "WaitForFirstConsumer"), ("fast", "Immediate")] {
         let _: StorageClass = create(
             Api::all(client.clone()),
