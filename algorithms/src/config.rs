@@ -237,14 +237,8 @@ impl SchedulerConfiguration {
 /// The default profile, as kube-scheduler's, under the given scheduler name.
 pub fn default_profile(scheduler_name: &str) -> Profile {
     let cfg = ProfileConfig { scheduler_name: Some(scheduler_name.to_string()), ..Default::default() };
-    build_profile(&cfg, None).unwrap_or_else(|_| Profile {
-        scheduler_name: scheduler_name.to_string(),
-        filters: vec![],
-        scores: vec![],
-        percentage_of_nodes_to_score: None,
-        preemption: None,
-        volume_bind_timeout: None,
-    })
+    build_profile(&cfg, None)
+        .unwrap_or_else(|_| Profile { scheduler_name: scheduler_name.to_string(), ..Default::default() })
 }
 
 fn check_name(profile: &str, name: &str) -> Result<(), ConfigError> {
@@ -326,6 +320,19 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
         // NodeResourcesFit once the feature is on.
         scores.insert(3, (crate::plugins::volume_binding::NAME.to_string(), 1));
     }
+    let mut reserves: Vec<(String, i64)> = registry::DEFAULT_RESERVES.iter().map(|n| (n.to_string(), 0)).collect();
+    let mut permits: Vec<(String, i64)> = Vec::new();
+    let mut pre_binds: Vec<(String, i64)> = registry::DEFAULT_PRE_BINDS.iter().map(|n| (n.to_string(), 0)).collect();
+    let none = PluginSet::default();
+    let point = |name: &str| p.plugins.other.get(name).unwrap_or(&none);
+    for (list, key, fits) in [
+        (&mut reserves, "reserve", registry::has_reserve as fn(&str) -> bool),
+        (&mut permits, "permit", registry::has_permit),
+        (&mut pre_binds, "preBind", registry::has_pre_bind),
+    ] {
+        apply(list, &p.plugins.multi_point, fits);
+        apply(list, point(key), fits);
+    }
     apply(&mut filters, &p.plugins.multi_point, registry::has_filter);
     apply(&mut scores, &p.plugins.multi_point, registry::has_score);
     apply(&mut filters, &p.plugins.filter, registry::has_filter);
@@ -366,20 +373,21 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
         scores: Vec::new(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(global_pct),
         preemption: preemption_args(p, &name, args.get("DefaultPreemption").copied())?,
-        volume_bind_timeout: None,
+        ..Default::default()
     };
     for (n, _) in &filters {
         if let Some(f) = get(n)?.filter {
             profile.filters.push(f);
         }
     }
-    if filters.iter().any(|(n, _)| n == crate::plugins::volume_binding::NAME) {
-        let vb: crate::plugins::volume_binding::VolumeBindingArgs = registry::parse(
-            crate::plugins::volume_binding::NAME,
-            args.get(crate::plugins::volume_binding::NAME).copied(),
-        )
-        .map_err(|source| ConfigError::Args { profile: name.clone(), source })?;
-        profile.volume_bind_timeout = Some(std::time::Duration::from_secs(vb.bind_timeout_seconds));
+    for (n, _) in &reserves {
+        profile.reserves.extend(get(n)?.reserve);
+    }
+    for (n, _) in &permits {
+        profile.permits.extend(get(n)?.permit);
+    }
+    for (n, _) in &pre_binds {
+        profile.pre_binds.extend(get(n)?.pre_bind);
     }
     for (n, w) in &scores {
         if let Some(s) = get(n)?.score {
@@ -525,6 +533,29 @@ mod tests {
             "pluginConfig": [{"name": "DevicePacking", "args": {"resources": [{"name": "memory"}]}}]
         }]}));
         assert!(c.build_profiles().unwrap_err().to_string().contains("not an extended resource"));
+    }
+
+    #[test]
+    fn binding_roles_follow_their_extension_points() {
+        let names = |p: &Profile| {
+            let reserves: Vec<&str> = p.reserves.iter().map(|r| r.name()).collect();
+            let pre_binds: Vec<&str> = p.pre_binds.iter().map(|r| r.name()).collect();
+            (reserves, pre_binds, p.permits.len())
+        };
+        assert_eq!(names(&default_profile("s")), (vec!["VolumeBinding"], vec!["VolumeBinding"], 0));
+        let c =
+            cfg(serde_json::json!({"profiles": [{"plugins": {"preBind": {"disabled": [{"name": "VolumeBinding"}]}}}]}));
+        assert_eq!(names(&c.build_profiles().unwrap()[0]), (vec!["VolumeBinding"], vec![], 0));
+        let c = cfg(serde_json::json!({"profiles": [{"plugins": {"multiPoint": {"disabled": [{"name": "*"}]},
+            "reserve": {"enabled": [{"name": "VolumeBinding"}]}}}]}));
+        let p = c.build_profiles().unwrap().remove(0);
+        assert_eq!(names(&p), (vec!["VolumeBinding"], vec![], 0));
+        assert!(p.filters.is_empty());
+        // The plugin's args reach its PreBind.
+        let c = cfg(serde_json::json!({"profiles": [{"pluginConfig": [{"name": "VolumeBinding",
+            "args": {"bindTimeoutSeconds": 7}}]}]}));
+        let p = c.build_profiles().unwrap().remove(0);
+        assert_eq!(p.pre_binds[0].timeout(), std::time::Duration::from_secs(7));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod framework;
 pub mod labels;
 mod lru;
 pub mod node_info;
+pub mod objects;
 pub mod plugins;
 pub mod pod_info;
 pub mod preemption;

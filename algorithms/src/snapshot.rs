@@ -29,8 +29,9 @@ pub struct Snapshot {
     pub budgets: Arc<Vec<crate::preemption::Budget>>,
     /// Pods nominated to a node by preemption, by node name.
     pub nominated: Arc<HashMap<String, Vec<Arc<crate::pod_info::PodInfo>>>>,
-    /// Claims, volumes, storage classes and CSI objects (a live store shared with the cache).
-    pub volumes: Arc<crate::volumes::VolumeStore>,
+    /// Cluster objects beyond nodes and pods (claims, volumes, storage classes, CSI
+    /// objects), as the cache held them when the snapshot was refreshed.
+    pub objects: Arc<crate::objects::ClusterObjects>,
     /// Changes whenever nodes are added or removed (not when a node or its pods change).
     pub epoch: u64,
 }

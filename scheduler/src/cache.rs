@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::labels::Labels;
-use algorithms::plugins::volume_binding::NodeBindings;
+use algorithms::objects::ClusterObjects;
 use algorithms::preemption::Budget;
 use algorithms::snapshot::WorkloadSelectors;
 use algorithms::{NodeInfo, PodInfo, Snapshot};
@@ -81,18 +81,31 @@ pub struct Cache {
     images_changed: bool,
     namespaces_changed: bool,
     budgets: Arc<Vec<Budget>>,
-    /// Claims, volumes, classes and CSI objects, shared with every snapshot.
-    pub volumes: Arc<algorithms::volumes::VolumeStore>,
+    /// Claims, volumes, classes and CSI objects; snapshots take a copy when it changed.
+    objects: ClusterObjects,
+    objects_changed: bool,
     /// Pods nominated to nodes by preemption.
     pub nominator: Nominator,
-    /// Volume bindings assumed for pods being bound (VolumeBinding's Reserve), by pod key.
-    reservations: HashMap<String, NodeBindings>,
+    /// What Reserve plugins assumed for pods being bound, by pod key.
+    reservations: HashMap<String, reservations::Reservation>,
 }
 
 impl Cache {
     /// An empty cache.
     pub fn new() -> Self {
-        Cache { structure_changed: true, ..Default::default() }
+        Cache { structure_changed: true, objects_changed: true, ..Default::default() }
+    }
+
+    /// Claims, volumes and the other cluster objects, with what Reserve assumed.
+    pub fn objects(&self) -> &ClusterObjects {
+        &self.objects
+    }
+
+    /// The cluster objects, to change (watch events, the in-memory API); the next
+    /// snapshot refresh copies them.
+    pub fn objects_mut(&mut self) -> &mut ClusterObjects {
+        self.objects_changed = true;
+        &mut self.objects
     }
 
     /// Adds a node, or updates it when known (keeping its pods). Reports whether anything
@@ -138,7 +151,7 @@ impl Cache {
         let assumed: Vec<String> =
             self.pods.iter().filter(|(_, st)| st.assumed && st.node == name).map(|(k, _)| k.clone()).collect();
         for key in &assumed {
-            self.unreserve_volumes(key);
+            self.unreserve(key);
         }
         self.index.remove(name);
         let removed = self.nodes.remove(i);
@@ -218,7 +231,7 @@ impl Cache {
 
     /// Removes a pod (deleted, or finished).
     pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
-        self.unreserve_volumes(key);
+        self.unreserve(key);
         for list in self.orphans.values_mut() {
             list.retain(|p| p.key() != key);
         }
@@ -249,6 +262,8 @@ impl Cache {
 
     /// Confirms an assumed pod without waiting for the watch (the in-memory binder).
     pub fn confirm(&mut self, key: &str) {
+        // As when the watch confirms it: the reservation has served.
+        self.reservations.remove(key);
         if let Some(st) = self.pods.get_mut(key) {
             st.assumed = false;
             st.deadline = None;
@@ -258,10 +273,7 @@ impl Cache {
     /// Drops an assumed pod whose binding failed.
     pub fn forget(&mut self, key: &str) -> Option<Arc<PodInfo>> {
         match self.pods.get(key) {
-            Some(st) if st.assumed => {
-                self.unreserve_volumes(key);
-                self.remove_pod(key)
-            }
+            Some(st) if st.assumed => self.remove_pod(key),
             _ => None,
         }
     }
@@ -274,9 +286,6 @@ impl Cache {
             .filter(|(_, st)| st.assumed && st.deadline.is_some_and(|d| d <= now))
             .map(|(k, _)| k.clone())
             .collect();
-        for k in &expired {
-            self.unreserve_volumes(k);
-        }
         expired.iter().filter_map(|k| self.remove_pod(k)).collect()
     }
 
@@ -328,8 +337,9 @@ impl Cache {
         if !Arc::ptr_eq(&snap.budgets, &self.budgets) {
             snap.budgets = self.budgets.clone();
         }
-        if !Arc::ptr_eq(&snap.volumes, &self.volumes) {
-            snap.volumes = self.volumes.clone();
+        if self.objects_changed {
+            snap.objects = Arc::new(self.objects.clone());
+            self.objects_changed = false;
         }
         self.nominator.update_snapshot(snap);
         let refreshed;
@@ -355,7 +365,7 @@ impl Cache {
     }
 }
 
-mod volumes;
+mod reservations;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ use algorithms::labels::{LabelSelector, Labels};
 use algorithms::snapshot::WorkloadSelectors;
 use std::sync::Arc;
 
-use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState, VolumeStore};
+use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as sv1;
@@ -352,7 +352,7 @@ impl ParsedCluster {
         let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect(), self.namespaces.clone());
         snap.workloads = Arc::new(self.workloads.clone());
         snap.budgets = Arc::new(self.budgets.clone());
-        snap.volumes = Arc::new(VolumeStore::new(self.volumes.clone()));
+        snap.objects = Arc::new(algorithms::objects::ClusterObjects::with_volumes(self.volumes.clone()));
         snap
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::events::{ClusterEvent, QueueingHint};
-use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached, filter_candidates};
+use algorithms::framework::{EquivalenceCache, EvaluateOptions, Permit, evaluate, evaluate_cached, filter_candidates};
 use algorithms::preemption::{Preemption, preempt};
 use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
@@ -104,6 +104,22 @@ pub struct Engine {
     pub queue: SchedulingQueue,
     /// PodGroups, for gang scheduling.
     pub groups: Groups,
+    /// Pods a Permit plugin made wait, with the end of their wait.
+    waiting: std::collections::HashMap<String, (Instant, Duration)>,
+}
+
+/// Why Reserve or Permit refused the chosen node.
+#[derive(Debug, Clone)]
+pub enum Refused {
+    /// A Permit plugin rejected the pod: it is unschedulable, as kube-scheduler reports it.
+    Rejected {
+        /// The plugin.
+        plugin: &'static str,
+        /// Its reason.
+        message: String,
+    },
+    /// Assume or a Reserve plugin failed: retried after backoff.
+    Error(String),
 }
 
 /// Whether `event` may help `pod`, rejected by `plugin` under its profile: the plugin's
@@ -119,7 +135,13 @@ fn hint(profiles: &[Profile], pod: &PodInfo, plugin: &str, event: &ClusterEvent)
 impl Engine {
     /// An engine with an empty cache and queue.
     pub fn new(profiles: Vec<Profile>) -> Self {
-        Engine { profiles, cache: Cache::new(), queue: SchedulingQueue::default(), groups: Groups::default() }
+        Engine {
+            profiles,
+            cache: Cache::new(),
+            queue: SchedulingQueue::default(),
+            groups: Groups::default(),
+            waiting: Default::default(),
+        }
     }
 
     /// Whether one of the profiles handles the pod's scheduler name.
@@ -149,15 +171,48 @@ impl Engine {
         self.queue.on_event(event, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev))
     }
 
-    /// Assume and Reserve: places the pod on the node in the cache and, when the profile
-    /// runs VolumeBinding, assumes its volume bindings there. On failure nothing is kept.
-    pub fn reserve(&mut self, pod: &PodInfo, node: &str, binds_volumes: bool) -> Result<Arc<PodInfo>, String> {
-        let placed = self.cache.assume(pod, node).map_err(|e| format!("failed to assume pod: {e}"))?;
-        if binds_volumes && let Err(e) = self.cache.reserve_volumes(pod, node) {
-            self.cache.forget(&pod.key());
-            return Err(format!("running Reserve plugin \"VolumeBinding\": {e}"));
+    /// Reserve and Permit for the node a cycle chose: the pod is assumed there, each
+    /// Reserve plugin of its profile assumes what the pod takes, and each Permit plugin
+    /// has its say (a wait is recorded for the binding cycle). On failure nothing is kept.
+    pub fn reserve(
+        &mut self,
+        pod: &PodInfo,
+        node: &str,
+        profile: &Profile,
+        now: Instant,
+    ) -> Result<Arc<PodInfo>, Refused> {
+        let placed = self.cache.assume(pod, node).map_err(|e| Refused::Error(format!("failed to assume pod: {e}")))?;
+        let key = pod.key();
+        if let Err(e) = self.cache.reserve(pod, node, &profile.reserves) {
+            self.cache.forget(&key);
+            return Err(Refused::Error(e));
+        }
+        let mut wait: Option<Duration> = None;
+        for plugin in &profile.permits {
+            match plugin.permit(self.cache.objects(), pod, node) {
+                Permit::Allow => {}
+                Permit::Wait(d) => wait = Some(wait.map_or(d, |w| w.min(d))),
+                Permit::Reject(status) => {
+                    self.cache.forget(&key);
+                    return Err(Refused::Rejected { plugin: plugin.name(), message: status.message() });
+                }
+            }
+        }
+        self.waiting.remove(&key);
+        if let Some(d) = wait {
+            self.waiting.insert(key, (now + d, d));
         }
         Ok(placed)
+    }
+
+    /// When the pod's wait at Permit ends and how long it is, if a Permit plugin made it wait.
+    pub fn permit_deadline(&self, key: &str) -> Option<(Instant, Duration)> {
+        self.waiting.get(key).copied()
+    }
+
+    /// The pod's wait at Permit is over (allowed, rejected or given up).
+    pub fn end_wait(&mut self, key: &str) {
+        self.waiting.remove(key);
     }
 
     /// Parks a pod that fits nowhere, unless an event seen during its cycle may help it.
@@ -202,13 +257,6 @@ impl Cycler {
             caches: Vec::new(),
             next_start: 0,
         }
-    }
-
-    /// Whether the profile at `index` runs VolumeBinding (and so reserves volumes).
-    fn binds_volumes(&self, index: usize) -> bool {
-        self.profiles
-            .get(index)
-            .is_some_and(|p| p.filters.iter().any(|f| f.name() == algorithms::plugins::volume_binding::NAME))
     }
 
     /// The snapshot of the last cycle.
@@ -304,14 +352,19 @@ impl Cycler {
             }
             (Some(i), None) => {
                 let node = self.snapshot.nodes[i].name.clone();
-                match engine.reserve(&pod, &node, self.binds_volumes(profile)) {
+                match engine.reserve(&pod, &node, &self.profiles[profile], now) {
                     Ok(placed) => {
                         engine.queue.done(&key);
                         engine.cache.nominator.remove(&key);
                         engine.on_event(ClusterEvent::PodAdded(placed), now);
                         Outcome::Scheduled { node }
                     }
-                    Err(message) => {
+                    Err(Refused::Rejected { plugin, message }) => {
+                        engine.park(&key, vec![plugin], now);
+                        let message = format!("0/1 nodes are available: {message}.");
+                        Outcome::Unschedulable { message, nomination: Nomination::Unchanged }
+                    }
+                    Err(Refused::Error(message)) => {
                         engine.queue.error(&key, now);
                         Outcome::Error { message }
                     }

@@ -166,6 +166,10 @@ pub async fn serve(
     // kube-scheduler, which calls the extender, runs the volume plugins itself with the
     // claims and volumes it watches; the extender does not watch them.
     profile.filters.retain(|f| !algorithms::plugins::registry::VOLUME_FILTERS.contains(&f.name()));
+    // Reserve, Permit and PreBind are the caller's too: the extender's /bind only binds.
+    profile.reserves.clear();
+    profile.permits.clear();
+    profile.pre_binds.clear();
     let mut managed = opts.managed_resources.clone();
     for e in &cfg.extenders {
         for m in &e.managed_resources {

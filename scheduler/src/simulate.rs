@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
 use algorithms::framework::on_pool;
 use algorithms::{PodInfo, Profile};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::binding::memory::{MemoryApi, MemoryHost};
+use crate::binding::{self, BindRequest, Finished};
 use crate::cluster::ParsedCluster;
 use crate::engine::{Cycler, Engine, Nomination, Outcome, Preempted};
 
@@ -184,7 +185,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
     }
     engine.cache.set_workloads(cluster.workloads);
     engine.cache.set_budgets(cluster.budgets);
-    *engine.cache.volumes.write() = cluster.volumes;
+    engine.cache.objects_mut().volumes = cluster.volumes;
     for (key, spec) in cluster.pod_groups {
         engine.groups.upsert(key, spec);
     }
@@ -221,10 +222,12 @@ struct Drained {
     latencies: Vec<Duration>,
 }
 
-/// Schedules until the queue holds only unschedulable pods, binding in memory.
+/// Schedules until the queue holds only unschedulable pods, binding through the binding
+/// cycle against the in-memory API.
 fn drain(
     engine: &mut Engine,
     cycler: &mut Cycler,
+    api: &MemoryApi,
     clock: &mut Instant,
     bar: Option<&ProgressBar>,
     mut churn: Option<&mut ChurnRun>,
@@ -245,15 +248,18 @@ fn drain(
             }
         };
         for cycle in cycles {
-            record(engine, cycle, *clock, bar, &mut out);
+            record(engine, api, cycle, *clock, bar, &mut out);
         }
     }
+    out.claims.extend(api.take_claims());
     out
 }
 
-/// Takes in what one cycle decided: a placement, a preemption or a failure.
+/// Takes in what one cycle decided: a placement (bound through the binding cycle), a
+/// preemption or a failure.
 fn record(
     engine: &mut Engine,
+    api: &MemoryApi,
     cycle: crate::engine::Cycle,
     clock: Instant,
     bar: Option<&ProgressBar>,
@@ -263,20 +269,25 @@ fn record(
     let key = cycle.queued.pod.key();
     let failure = match cycle.outcome {
         Outcome::Scheduled { node } => {
-            engine.cache.confirm(&key);
-            // PreBind in memory: the claims are bound (provisioned) before the pod is.
-            let bound = engine.cache.commit_volumes(&key, &node);
-            if !bound.is_empty() {
-                out.claims.extend(bound);
-                let event = StorageEvent { kind: StorageKind::Volume, action: StorageAction::Add, key: node.clone() };
-                engine.on_event(ClusterEvent::Storage(event), clock);
+            let req = BindRequest {
+                pod: cycle.queued.pod.clone(),
+                node: node.clone(),
+                attempts: cycle.queued.attempts,
+                profile: cycle.profile.clone(),
+                started: clock,
+            };
+            match futures::executor::block_on(binding::run(&MemoryHost::new(engine, api, clock), &req)) {
+                Finished::Bound => {
+                    out.failures.remove(&key);
+                    out.placements.insert(key.clone(), node);
+                    if let Some(b) = bar {
+                        b.inc(1);
+                    }
+                    None
+                }
+                Finished::Failed { message, .. } => Some(message),
+                Finished::Conflict | Finished::Gone | Finished::Released => None,
             }
-            out.failures.remove(&key);
-            out.placements.insert(key.clone(), node);
-            if let Some(b) = bar {
-                b.inc(1);
-            }
-            None
         }
         Outcome::Gone => None,
         Outcome::Unschedulable { message, nomination } => {
@@ -351,7 +362,8 @@ pub fn run_churned(
             engine.enqueue(Arc::new(pod), clock);
         }
     }
-    on_pool(|| drain(&mut engine, &mut cycler, &mut clock, None, None));
+    let api = MemoryApi::default();
+    on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, None, None));
     for key in engine.queue.unschedulable_keys() {
         // Initial pods that fit nowhere stay out of the measured phase.
         engine.queue.delete(&key);
@@ -385,7 +397,7 @@ pub fn run_churned(
     let started = Instant::now();
     let backlog = total as usize;
     let mut churn = churn.map(|churn| ChurnRun { churn, started, done: 0, backlog, ended: false });
-    let mut d = on_pool(|| drain(&mut engine, &mut cycler, &mut clock, bar.as_ref(), churn.as_mut()));
+    let mut d = on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, bar.as_ref(), churn.as_mut()));
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();

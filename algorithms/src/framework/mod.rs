@@ -1,6 +1,7 @@
 //! The plugin interfaces and the framework that runs them over all nodes in parallel.
 
 mod cached;
+mod lifecycle;
 mod normalize;
 mod parallel;
 mod rejections;
@@ -11,6 +12,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 pub use cached::{EquivalenceCache, evaluate_cached};
+pub use lifecycle::{
+    ApiWrite, Permit, PermitPlugin, PreBindPlugin, Progress, ReservePlugin, Reserved, resource_version,
+};
 pub use normalize::default_normalize;
 pub use parallel::{fold_chunks, map_nodes, on_pool};
 pub use rejections::{Rejections, StatusTable};
@@ -156,7 +160,7 @@ pub struct WeightedScore {
 }
 
 /// One scheduling profile: the plugins a scheduler name runs.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Profile {
     /// `schedulerName` pods use to select this profile.
     pub scheduler_name: String,
@@ -169,9 +173,12 @@ pub struct Profile {
     /// DefaultPreemption's arguments when the profile preempts (the default), `None` when
     /// the plugin is disabled.
     pub preemption: Option<crate::preemption::PreemptionArgs>,
-    /// How long VolumeBinding's PreBind waits for the pod's claims to be bound; `None`
-    /// when the profile does not run VolumeBinding.
-    pub volume_bind_timeout: Option<std::time::Duration>,
+    /// Reserve plugins, in order (Unreserve runs them in reverse).
+    pub reserves: Vec<Arc<dyn ReservePlugin>>,
+    /// Permit plugins, in order.
+    pub permits: Vec<Arc<dyn PermitPlugin>>,
+    /// PreBind plugins, in order.
+    pub pre_binds: Vec<Arc<dyn PreBindPlugin>>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -180,6 +187,9 @@ impl std::fmt::Debug for Profile {
             .field("scheduler_name", &self.scheduler_name)
             .field("filters", &self.filters.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("scores", &self.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect::<Vec<_>>())
+            .field("reserves", &self.reserves.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .field("permits", &self.permits.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .field("pre_binds", &self.pre_binds.iter().map(|p| p.name()).collect::<Vec<_>>())
             .finish()
     }
 }

@@ -122,7 +122,7 @@ impl FilterPlugin for NodeVolumeLimits {
             return PreFilterOutcome::skip();
         }
         // A copy of the store for the cycle: every node's Filter reads it without a lock.
-        let state = snapshot.volumes.copy();
+        let state = snapshot.objects.volumes.clone();
         let resolved = NewVolumes::resolve(pod, &state);
         PreFilterOutcome::run(PluginState::new((state, resolved)))
     }

@@ -20,7 +20,7 @@ use super::taint_toleration::{self, TaintToleration};
 use super::volume_binding::{self, VolumeBinding};
 use super::volume_restrictions::{self, VolumeRestrictions};
 use super::volume_zone::{self, VolumeZone};
-use crate::framework::{FilterPlugin, ScorePlugin};
+use crate::framework::{FilterPlugin, PermitPlugin, PreBindPlugin, ReservePlugin, ScorePlugin};
 
 /// Filters of kube-scheduler's default profile that this scheduler runs, in order.
 pub const DEFAULT_FILTERS: &[&str] = &[
@@ -54,6 +54,12 @@ pub const DEFAULT_SCORES: &[(&str, i64)] = &[
     (image_locality::NAME, 1),
 ];
 
+/// Reserve plugins of kube-scheduler's default profile that this scheduler runs, in order.
+pub const DEFAULT_RESERVES: &[&str] = &[volume_binding::NAME];
+
+/// PreBind plugins of kube-scheduler's default profile that this scheduler runs, in order.
+pub const DEFAULT_PRE_BINDS: &[&str] = &[volume_binding::NAME];
+
 /// Score plugins of our own, off unless a profile enables them.
 pub const OPTIONAL_SCORES: &[&str] = &[device_packing::NAME];
 
@@ -74,6 +80,21 @@ pub fn has_filter(name: &str) -> bool {
     DEFAULT_FILTERS.contains(&name)
 }
 
+/// Whether the plugin has a Reserve extension point.
+pub fn has_reserve(name: &str) -> bool {
+    DEFAULT_RESERVES.contains(&name)
+}
+
+/// Whether the plugin has a Permit extension point.
+pub fn has_permit(_name: &str) -> bool {
+    false
+}
+
+/// Whether the plugin has a PreBind extension point.
+pub fn has_pre_bind(name: &str) -> bool {
+    DEFAULT_PRE_BINDS.contains(&name)
+}
+
 /// Whether the plugin has a Score extension point.
 pub fn has_score(name: &str) -> bool {
     DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
@@ -81,13 +102,29 @@ pub fn has_score(name: &str) -> bool {
         || (name == volume_binding::NAME && crate::features::storage_capacity_scoring())
 }
 
-/// A plugin built from its args, shared by its filter and score roles.
-#[derive(Clone)]
+/// A plugin built from its args, one object shared by all its roles.
+#[derive(Clone, Default)]
 pub struct Built {
     /// The filter role, if any.
     pub filter: Option<Arc<dyn FilterPlugin>>,
     /// The score role, if any.
     pub score: Option<Arc<dyn ScorePlugin>>,
+    /// The Reserve role, if any.
+    pub reserve: Option<Arc<dyn ReservePlugin>>,
+    /// The Permit role, if any.
+    pub permit: Option<Arc<dyn PermitPlugin>>,
+    /// The PreBind role, if any.
+    pub pre_bind: Option<Arc<dyn PreBindPlugin>>,
+}
+
+impl Built {
+    fn filter(p: impl FilterPlugin + 'static) -> Self {
+        Built { filter: Some(Arc::new(p)), ..Default::default() }
+    }
+
+    fn score(p: impl ScorePlugin + 'static) -> Self {
+        Built { score: Some(Arc::new(p)), ..Default::default() }
+    }
 }
 
 /// Reads a plugin's args (`apiVersion` and `kind` ignored); none gives the defaults.
@@ -109,33 +146,31 @@ pub(crate) fn parse<T: DeserializeOwned + Default>(
 
 fn both<T: FilterPlugin + ScorePlugin + 'static>(p: T) -> Built {
     let p = Arc::new(p);
-    Built { filter: Some(p.clone()), score: Some(p) }
+    Built { filter: Some(p.clone()), score: Some(p), ..Default::default() }
 }
 
 /// Builds a plugin by name with optional args (JSON).
 pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, ArgsError> {
     Ok(match name {
-        node_unschedulable::NAME => Built { filter: Some(Arc::new(NodeUnschedulable)), score: None },
-        node_name::NAME => Built { filter: Some(Arc::new(NodeName)), score: None },
-        node_ports::NAME => Built { filter: Some(Arc::new(NodePorts)), score: None },
+        node_unschedulable::NAME => Built::filter(NodeUnschedulable),
+        node_name::NAME => Built::filter(NodeName),
+        node_ports::NAME => Built::filter(NodePorts),
         taint_toleration::NAME => both(TaintToleration),
         node_affinity::NAME => both(NodeAffinity::new(&parse(name, args)?)),
         node_resources_fit::NAME => both(NodeResourcesFit::new(&parse(name, args)?)?),
         pod_topology_spread::NAME => both(PodTopologySpread::new(&parse(name, args)?)?),
         inter_pod_affinity::NAME => both(InterPodAffinity::new(&parse(name, args)?)?),
-        balanced_allocation::NAME => {
-            Built { filter: None, score: Some(Arc::new(BalancedAllocation::new(&parse(name, args)?)?)) }
-        }
-        volume_restrictions::NAME => Built { filter: Some(Arc::new(VolumeRestrictions)), score: None },
-        node_volume_limits::NAME => Built { filter: Some(Arc::new(NodeVolumeLimits)), score: None },
-        volume_zone::NAME => Built { filter: Some(Arc::new(VolumeZone)), score: None },
+        balanced_allocation::NAME => Built::score(BalancedAllocation::new(&parse(name, args)?)?),
+        volume_restrictions::NAME => Built::filter(VolumeRestrictions),
+        node_volume_limits::NAME => Built::filter(NodeVolumeLimits),
+        volume_zone::NAME => Built::filter(VolumeZone),
         volume_binding::NAME => {
             let p = Arc::new(VolumeBinding::new(parse(name, args)?).map_err(|e| ArgsError::new(name, e))?);
             let score: Option<Arc<dyn ScorePlugin>> = p.shape.is_some().then(|| p.clone() as Arc<dyn ScorePlugin>);
-            Built { filter: Some(p), score }
+            Built { filter: Some(p.clone()), score, reserve: Some(p.clone()), permit: None, pre_bind: Some(p) }
         }
-        image_locality::NAME => Built { filter: None, score: Some(Arc::new(ImageLocality)) },
-        device_packing::NAME => Built { filter: None, score: Some(Arc::new(DevicePacking::new(&parse(name, args)?)?)) },
+        image_locality::NAME => Built::score(ImageLocality),
+        device_packing::NAME => Built::score(DevicePacking::new(&parse(name, args)?)?),
         other => return Err(ArgsError::new(other, "unknown plugin")),
     })
 }

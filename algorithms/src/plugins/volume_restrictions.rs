@@ -41,7 +41,7 @@ impl FilterPlugin for VolumeRestrictions {
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         let mut rwop = Vec::new();
         {
-            let state = snapshot.volumes.read();
+            let state = &snapshot.objects.volumes;
             for c in pod.volumes.claims.iter().filter(|c| !c.ephemeral) {
                 let Some(claim) = state.claim(&c.key) else {
                     return PreFilterOutcome::reject(Status::unresolvable(format!(

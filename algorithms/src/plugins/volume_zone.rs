@@ -98,7 +98,7 @@ impl FilterPlugin for VolumeZone {
         if pod.volumes.claims.is_empty() {
             return PreFilterOutcome::skip();
         }
-        match topologies(pod, &snapshot.volumes.read()) {
+        match topologies(pod, &snapshot.objects.volumes) {
             Ok(t) if t.is_empty() => PreFilterOutcome::skip(),
             Ok(t) => PreFilterOutcome::run(PluginState::new(t)),
             Err(st) => PreFilterOutcome::reject(st),

@@ -9,4 +9,4 @@ pub mod testing;
 
 pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume, VolumeHandle};
 pub use pod::{Disk, PodClaim, PodVolumes};
-pub use store::{VolumeState, VolumeStore};
+pub use store::VolumeState;

@@ -12,7 +12,7 @@ use imbl::shared_ptr::DefaultSharedPtr;
 type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
 /// A persistent ordered set.
 type BTreeSet<T> = imbl::OrdSet<T>;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use super::objects::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};
 
@@ -256,31 +256,5 @@ impl VolumeState {
     /// Whether a claim's current state is an assumption not yet seen from the API.
     pub fn is_assumed_claim(&self, key: &str) -> bool {
         self.assumed_claims.contains_key(key)
-    }
-}
-
-/// [`VolumeState`] behind a lock, shared by the cache and the snapshots.
-#[derive(Debug, Default)]
-pub struct VolumeStore(RwLock<VolumeState>);
-
-impl VolumeStore {
-    /// A store holding `state`.
-    pub fn new(state: VolumeState) -> Self {
-        VolumeStore(RwLock::new(state))
-    }
-
-    /// Reads the state (a writer that panicked leaves it readable).
-    pub fn read(&self) -> RwLockReadGuard<'_, VolumeState> {
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A copy of the state (constant time: the maps are shared until either side changes).
-    pub fn copy(&self) -> VolumeState {
-        self.read().clone()
-    }
-
-    /// Changes the state.
-    pub fn write(&self) -> RwLockWriteGuard<'_, VolumeState> {
-        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

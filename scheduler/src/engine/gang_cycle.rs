@@ -77,8 +77,8 @@ impl Cycler {
             engine.cache.update_snapshot(&mut self.snapshot);
             let ev = self.evaluate_all(&attempt);
             let chosen = ev.selected.filter(|_| ev.error.is_none()).map(|i| self.snapshot.nodes[i].name.clone());
-            let binds_volumes = self.binds_volumes(attempt.profile);
-            match chosen.map(|node| (engine.reserve(&attempt.queued.pod, &node, binds_volumes), node)) {
+            let profile = &self.profiles[attempt.profile];
+            match chosen.map(|node| (engine.reserve(&attempt.queued.pod, &node, profile, now), node)) {
                 Some((Ok(info), node)) => placed.push((attempt, node, info)),
                 _ => {
                     let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();

@@ -1,45 +1,106 @@
-//! The binding cycle: POST pods/{name}/binding in the background with bounded concurrency.
+//! `run`'s side of the binding cycle ([`crate::binding`]): the API server it writes to
+//! (PreBind's PATCHes, `pods/{name}/binding`), and what each ending reports (events,
+//! metrics, logs).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use algorithms::PodInfo;
-use algorithms::events::ClusterEvent;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use algorithms::framework::{ApiWrite, resource_version as version};
+use algorithms::volumes::objects::{BOUND_BY_CONTROLLER, SELECTED_NODE};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::Shared;
 use super::events::Reporter;
+use crate::binding::{self, ClusterApi, Finished, Host, POLL};
+pub use crate::binding::{BindOutcome, BindRequest};
+use crate::engine::Engine;
 
-/// A pod assumed on a node, to be bound.
-#[derive(Debug, Clone)]
-pub struct BindRequest {
-    /// The pod.
-    pub pod: Arc<PodInfo>,
-    /// The node.
-    pub node: String,
-    /// Scheduling attempts so far.
-    pub attempts: u32,
-    /// The profile that placed it.
-    pub profile: String,
-    /// When its scheduling cycle started.
-    pub started: Instant,
+/// The API server and the shared state, as a binding cycle's host.
+#[derive(Clone)]
+pub struct ApiHost {
+    /// The client.
+    pub client: Client,
+    /// The scheduler's state.
+    pub shared: Arc<Shared>,
 }
 
-/// What the API server said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BindOutcome {
-    /// Bound.
-    Bound,
-    /// 409: already bound (by us earlier or by someone else); the watch has the truth.
-    Conflict,
-    /// 404: the pod is gone.
-    Gone,
-    /// Anything else: retry later.
-    Failed(String),
+impl ClusterApi for ApiHost {
+    async fn write(&self, write: &ApiWrite) -> Result<u64, String> {
+        let params = PatchParams::default();
+        match write {
+            ApiWrite::BindVolume { volume, claim } => {
+                let api: Api<PersistentVolume> = Api::all(self.client.clone());
+                let mut annotations = serde_json::Map::new();
+                if let Some(v) = volume.annotations.get(BOUND_BY_CONTROLLER) {
+                    annotations.insert(BOUND_BY_CONTROLLER.into(), v.clone().into());
+                }
+                let patch = json!({
+                    "metadata": {"resourceVersion": volume.resource_version, "annotations": annotations},
+                    "spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "namespace": claim.namespace, "name": claim.name, "uid": claim.uid}},
+                });
+                let pv = api
+                    .patch(&volume.name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| format!("binding volume {} to claim {}: {e}", volume.name, claim.key()))?;
+                Ok(version(pv.metadata.resource_version.as_deref().unwrap_or_default()))
+            }
+            ApiWrite::SelectNode { claim, node } => {
+                let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
+                let patch = json!({"metadata": {"resourceVersion": claim.resource_version,
+                    "annotations": {SELECTED_NODE: node}}});
+                let pvc = api
+                    .patch(&claim.name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| format!("selecting node {node} for claim {}: {e}", claim.key()))?;
+                Ok(version(pvc.metadata.resource_version.as_deref().unwrap_or_default()))
+            }
+        }
+    }
+
+    async fn bind(&self, pod: &PodInfo, node: &str) -> BindOutcome {
+        bind(&self.client, pod, node).await
+    }
+}
+
+impl Host for ApiHost {
+    type Api = Self;
+
+    fn api(&self) -> &Self {
+        self
+    }
+
+    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
+        f(&mut self.shared.lock().engine)
+    }
+
+    async fn pause(&self) -> bool {
+        tokio::time::sleep(POLL).await;
+        true
+    }
+
+    async fn throttle(&self) {
+        self.shared.limiter.until_ready().await;
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.stopping()
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn changed(&self) {
+        self.shared.wake();
+    }
 }
 
 /// Posts the Binding.
@@ -67,95 +128,67 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
     }
 }
 
-/// VolumeBinding's PreBind, when Reserve assumed volume bindings for the pod. On
-/// failure the pod's assumptions go (Unreserve) and it is retried after backoff; returns
-/// whether binding may go on.
-pub async fn pre_bind(client: &Client, shared: &Arc<Shared>, reporter: &Reporter, req: &BindRequest) -> bool {
-    let key = req.pod.key();
-    let (bindings, timeout) = {
-        let st = shared.lock();
-        let Some(b) = st.engine.cache.reserved_volumes(&key).cloned() else { return true };
-        let profile = st.engine.profiles.iter().find(|p| p.scheduler_name == req.profile);
-        let timeout = profile
-            .and_then(|p| p.volume_bind_timeout)
-            .unwrap_or(Duration::from_secs(algorithms::plugins::volume_binding::DEFAULT_BIND_TIMEOUT_SECONDS));
-        (b, timeout)
-    };
+/// Permit's wait and PreBind; `false` when the cycle ended there (reported).
+pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) -> bool {
     let t0 = Instant::now();
-    let result = super::prebind::pre_bind(client, shared, &req.pod, &req.node, &bindings, timeout).await;
-    match result {
+    match binding::pre_bind(host, req).await {
         Ok(()) => {
-            debug!(pod = %key, node = %req.node, ms = t0.elapsed().as_millis() as u64, "claims bound");
+            debug!(pod = %req.pod.key(), node = %req.node, ms = t0.elapsed().as_millis() as u64, "ready to bind");
             true
         }
-        Err(e) => {
-            warn!(pod = %key, node = %req.node, error = %e, "running PreBind plugin \"VolumeBinding\" failed; will retry");
-            shared.metrics.attempt("error", &req.profile, req.started.elapsed().as_secs_f64());
-            let requeued = {
-                let mut st = shared.lock();
-                let now = Instant::now();
-                let forgotten = st.engine.cache.forget(&key);
-                if let Some(f) = &forgotten {
-                    st.engine.on_event(ClusterEvent::PodDeleted(f.clone()), now);
-                    st.engine.queue.requeue(req.pod.clone(), req.attempts, now);
-                }
-                forgotten.is_some()
-            };
-            shared.wake();
-            if requeued {
-                reporter.scheduler_error(&req.pod, &format!("running PreBind plugin \"VolumeBinding\": {e}")).await;
-            }
+        Err(finished) => {
+            report(host, reporter, req, finished).await;
             false
         }
     }
 }
 
-/// Binds one pod and applies the outcome to the cache and queue.
-pub async fn bind_and_record(client: Client, shared: Arc<Shared>, reporter: Arc<Reporter>, req: BindRequest) {
-    shared.limiter.until_ready().await;
-    if shared.stopping() {
-        shared.release(&req.pod.key());
-        return;
-    }
-    let key = req.pod.key();
+/// The Binding, and its report.
+pub async fn bind_and_record(host: ApiHost, reporter: Arc<Reporter>, req: BindRequest) {
     let t0 = Instant::now();
-    let outcome = bind(&client, &req.pod, &req.node).await;
-    shared.metrics.bind(outcome == BindOutcome::Bound, &req.profile, t0.elapsed().as_secs_f64());
-    {
-        let mut st = shared.lock();
-        let now = Instant::now();
-        if outcome == BindOutcome::Bound {
-            st.engine.cache.finish_binding(&key, now);
-        } else {
-            // The assumption goes: what it held is free again for the pods waiting on it.
-            if let Some(forgotten) = st.engine.cache.forget(&key) {
-                st.engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
-            }
-            match &outcome {
-                BindOutcome::Gone => st.engine.queue.delete(&key),
-                BindOutcome::Failed(_) => st.engine.queue.requeue(req.pod.clone(), req.attempts, now),
-                // 409: already bound; the watch brings the truth.
-                BindOutcome::Conflict | BindOutcome::Bound => {}
-            }
-        }
+    let finished = binding::bind(&host, &req).await;
+    if finished != Finished::Released {
+        let bound = finished == Finished::Bound;
+        host.shared.metrics.bind(bound, &req.profile, t0.elapsed().as_secs_f64());
     }
-    shared.wake();
-    match outcome {
-        BindOutcome::Bound => {
+    report(&host, &reporter, &req, finished).await;
+}
+
+/// Whether the pod has anything to do before its Binding (a reservation to write, a
+/// wait at Permit): such pods are not given a binding slot until it is done.
+pub fn has_pre_bind_work(shared: &Shared, key: &str) -> bool {
+    let st = shared.lock();
+    st.engine.cache.has_reservation(key) || st.engine.permit_deadline(key).is_some()
+}
+
+/// Logs, counts and reports how a binding cycle ended.
+async fn report(host: &ApiHost, reporter: &Reporter, req: &BindRequest, finished: Finished) {
+    let shared = &host.shared;
+    let key = req.pod.key();
+    match finished {
+        Finished::Bound => {
             debug!(pod = %key, node = %req.node, "bound");
-            shared.stats.scheduled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if !shared.stats.first_bind_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            shared.stats.scheduled.fetch_add(1, Ordering::Relaxed);
+            if !shared.stats.first_bind_logged.swap(true, Ordering::Relaxed) {
                 let ms = shared.lock().started.elapsed().as_millis() as u64;
                 info!(pod = %key, node = %req.node, ms, "first pod bound");
             }
             shared.metrics.attempt("scheduled", &req.profile, req.started.elapsed().as_secs_f64());
             reporter.scheduled(&req.pod, &req.node).await;
         }
-        BindOutcome::Conflict => info!(pod = %key, "pod was already bound; leaving it to the watch"),
-        BindOutcome::Gone => info!(pod = %key, "pod is gone; dropping it"),
-        BindOutcome::Failed(e) => {
-            warn!(pod = %key, node = %req.node, error = %e, "binding failed; will retry");
+        Finished::Conflict => info!(pod = %key, "pod was already bound; leaving it to the watch"),
+        Finished::Gone => info!(pod = %key, "pod is gone; dropping it"),
+        Finished::Released => shared.count_released(),
+        Finished::Failed { step: "Bind", message, .. } => {
+            warn!(pod = %key, node = %req.node, error = %message, "binding failed; will retry");
             shared.metrics.attempt("error", &req.profile, req.started.elapsed().as_secs_f64());
+        }
+        Finished::Failed { step, message, requeued } => {
+            warn!(pod = %key, node = %req.node, step, error = %message, "binding cycle failed; will retry");
+            shared.metrics.attempt("error", &req.profile, req.started.elapsed().as_secs_f64());
+            if requeued {
+                reporter.scheduler_error(&req.pod, &message).await;
+            }
         }
     }
 }

@@ -20,7 +20,6 @@ pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod pod_groups;
-mod prebind;
 pub mod preempt;
 mod scheduling;
 pub mod server;
@@ -37,7 +36,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use algorithms::PodInfo;
-use algorithms::events::ClusterEvent;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -215,13 +213,9 @@ impl Shared {
         self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Drops the assumption of a pod whose binding will not be sent because the scheduler
-    /// is stopping; the pod stays pending in the API for the next scheduler to take.
-    pub fn release(&self, key: &str) {
-        let mut st = self.lock();
-        if let Some(forgotten) = st.engine.cache.forget(key) {
-            st.engine.on_event(ClusterEvent::PodDeleted(forgotten), Instant::now());
-        }
+    /// Counts a pod whose binding was not sent because the scheduler is stopping (the
+    /// binding cycle forgot it; it stays pending in the API for the next scheduler).
+    pub fn count_released(&self) {
         self.released.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -352,6 +346,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
     let dispatch = {
         let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
+        let host = binder::ApiHost { client: client.clone(), shared: shared.clone() };
         // The latest unschedulable report of each pod: reports run concurrently, and an
         // older one that has not been written yet is dropped rather than written over a
         // newer one.
@@ -360,32 +355,27 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         tokio::spawn(async move {
             while let Some(work) = work_rx.recv().await {
                 match work {
-                    Work::Bind(req) if shared.lock().engine.cache.reserved_volumes(&req.pod.key()).is_some() => {
-                        // Waiting for claims to be bound holds no binding slot: a slow
-                        // provisioner must not stall the pods that have nothing to wait for.
-                        let (c, s, r, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
+                    Work::Bind(req) if binder::has_pre_bind_work(&shared, &req.pod.key()) => {
+                        // Waiting at Permit or for PreBind's writes to take effect holds no
+                        // binding slot: a slow provisioner must not stall the pods that have
+                        // nothing to wait for.
+                        let (host, r, permits) = (host.clone(), reporter.clone(), permits.clone());
                         tokio::spawn(async move {
-                            if !binder::pre_bind(&c, &s, &r, &req).await {
+                            if !binder::pre_bind(&host, &r, &req).await {
                                 return;
                             }
                             let Ok(permit) = permits.acquire_owned().await else { return };
-                            if s.stopping() {
-                                s.release(&req.pod.key());
-                                return;
-                            }
-                            binder::bind_and_record(c, s, r, req).await;
+                            binder::bind_and_record(host, r, req).await;
                             drop(permit);
                         });
                     }
                     Work::Bind(req) => {
                         let Ok(permit) = permits.clone().acquire_owned().await else { break };
-                        if shared.stopping() {
-                            shared.release(&req.pod.key());
-                            continue;
-                        }
-                        let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
+                        let (host, r) = (host.clone(), reporter.clone());
                         tokio::spawn(async move {
-                            binder::bind_and_record(c, s, r, req).await;
+                            if binder::pre_bind(&host, &r, &req).await {
+                                binder::bind_and_record(host, r, req).await;
+                            }
                             drop(permit);
                         });
                     }
@@ -521,14 +511,8 @@ mod tests {
         let (entered_tx, entered) = std_mpsc::channel();
         let (release, release_rx) = std_mpsc::channel();
         let gate = Gate { entered: Mutex::new(entered_tx), release: Mutex::new(release_rx) };
-        let profile = Profile {
-            scheduler_name: "custom-scheduler".into(),
-            filters: vec![Arc::new(gate)],
-            scores: Vec::new(),
-            percentage_of_nodes_to_score: None,
-            preemption: None,
-            volume_bind_timeout: None,
-        };
+        let profile =
+            Profile { scheduler_name: "custom-scheduler".into(), filters: vec![Arc::new(gate)], ..Default::default() };
         let engine = Engine::new(vec![profile]);
         let cycler = Cycler::new(&engine, 1);
         let shared = Arc::new(Shared::new(engine, Quota::per_second(NonZeroU32::MIN)));

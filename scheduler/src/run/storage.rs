@@ -164,10 +164,9 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
     while let Some(op) = all.next().await {
         let mut guard = shared.lock();
         let now = Instant::now();
-        let store = guard.engine.cache.volumes.clone();
         let mut events: Vec<StorageEvent> = Vec::new();
         {
-            let mut st = store.write();
+            let st = &mut guard.engine.cache.objects_mut().volumes;
             match op {
                 Op::Begin(kind) => seen.relisting[slot(kind)] = Some(HashSet::new()),
                 Op::Upsert { kind, key, object } => {
@@ -176,19 +175,19 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                         r.insert(key.clone());
                     }
                     failing.remove(&kind);
-                    let action = if upsert(&mut st, *object) { StorageAction::Update } else { StorageAction::Add };
+                    let action = if upsert(st, *object) { StorageAction::Update } else { StorageAction::Add };
                     events.push(StorageEvent { kind, action, key });
                 }
                 Op::Delete(kind, key) => {
                     seen.current[slot(kind)].remove(&key);
-                    if remove(&mut st, kind, &key) {
+                    if remove(st, kind, &key) {
                         events.push(StorageEvent { kind, action: StorageAction::Delete, key });
                     }
                 }
                 Op::Done(kind) => {
                     if let Some(fresh) = seen.relisting[slot(kind)].take() {
                         for gone in seen.current[slot(kind)].difference(&fresh) {
-                            if remove(&mut st, kind, gone) {
+                            if remove(st, kind, gone) {
                                 events.push(StorageEvent { kind, action: StorageAction::Delete, key: gone.clone() });
                             }
                         }
@@ -208,7 +207,8 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             guard.engine.on_event(ClusterEvent::Storage(e), now);
         }
         if !guard.synced_storage && synced.len() == KINDS.len() {
-            let [claims, volumes, classes, csi_nodes, drivers, capacities] = store.read().counts();
+            let [claims, volumes, classes, csi_nodes, drivers, capacities] =
+                guard.engine.cache.objects().volumes.counts();
             info!(claims, volumes, classes, csi_nodes, drivers, capacities, "storage objects listed");
             guard.synced_storage = true;
             guard.announce_sync();

@@ -8,7 +8,7 @@ use super::*;
 use crate::status::Code;
 use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::volumes::testing::{bound_claim, claim, class, csi, csi_node, volume};
-use crate::volumes::{Claim, Volume, VolumeStore};
+use crate::volumes::{Claim, Volume};
 
 const EBS: &str = "ebs.csi.aws.com";
 const GCE: &str = "pd.csi.storage.gke.io";
@@ -79,7 +79,7 @@ fn run(new: core::Pod, existing: Vec<core::Pod>, st: VolumeState) -> Status {
         })
         .collect();
     let mut snap = snapshot(&[node], &placed);
-    snap.volumes = Arc::new(VolumeStore::new(st));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(st));
     filter_all(&NodeVolumeLimits, &new, &snap).remove(0)
 }
 

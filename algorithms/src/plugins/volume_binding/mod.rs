@@ -2,12 +2,13 @@
 //! reach, or bindable on it: a matching static volume, or a provisioner whose allowed
 //! topology and storage capacity cover the node (WaitForFirstConsumer classes).
 //!
-//! Reserve ([`assume`]) and PreBind (in the scheduler: API writes, then waiting until
-//! the claims are bound) complete it.
+//! Reserve ([`assume`]), Unreserve ([`revert`]) and PreBind (the API writes, then
+//! waiting until the claims are bound) complete it, in `lifecycle.rs`.
 
 mod assume;
 mod binder;
 mod claims;
+mod lifecycle;
 mod score;
 #[cfg(test)]
 mod tests;
@@ -91,7 +92,7 @@ impl ScorePlugin for VolumeBinding {
         if self.shape.is_none() || pod.volumes.claims.is_empty() {
             return Err(Status::skip());
         }
-        match pre_filter(pod, &snapshot.volumes.read()) {
+        match pre_filter(pod, &snapshot.objects.volumes) {
             Ok(Some(s)) => Ok(PluginState::new(s)),
             _ => Err(Status::skip()),
         }
@@ -180,7 +181,7 @@ impl FilterPlugin for VolumeBinding {
     }
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
-        match pre_filter(pod, &snapshot.volumes.read()) {
+        match pre_filter(pod, &snapshot.objects.volumes) {
             Ok(None) => PreFilterOutcome::skip(),
             Ok(Some(s)) => PreFilterOutcome::run(PluginState::new(s)),
             Err(st) => PreFilterOutcome::reject(st),

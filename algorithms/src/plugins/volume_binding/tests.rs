@@ -9,7 +9,7 @@ use super::*;
 use crate::status::Code;
 use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::volumes::testing::{GI, bound_claim, capacity, claim, claimed, class, on, sized_claim, volume};
-use crate::volumes::{Claim, CsiDriver, StorageClass, Volume, VolumeStore};
+use crate::volumes::{Claim, CsiDriver, StorageClass, Volume};
 
 const HOST: &str = "kubernetes.io/hostname";
 
@@ -61,7 +61,7 @@ fn nodes(names: &[&str]) -> Vec<core::Node> {
 
 fn run(pod: core::Pod, nodes: &[core::Node], w: World) -> Vec<Status> {
     let mut snap = snapshot(nodes, &[]);
-    snap.volumes = Arc::new(VolumeStore::new(state(w)));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(state(w)));
     filter_all(&VolumeBinding::default(), &pod, &snap)
 }
 
@@ -419,7 +419,7 @@ fn hints_follow_the_pods_claims() {
 /// 0→0, 100→10 unless they say otherwise).
 fn scores(pod: core::Pod, nodes: &[core::Node], w: World, shape: &[(i64, i64)]) -> Vec<i64> {
     let mut snap = snapshot(nodes, &[]);
-    snap.volumes = Arc::new(VolumeStore::new(state(w)));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(state(w)));
     let shape = shape.iter().map(|&(utilization, score)| ShapePoint { utilization, score }).collect();
     let plugin = VolumeBinding { args: VolumeBindingArgs::default(), shape: Some(shape) };
     crate::testing::score_all(&plugin, &pod, &snap)

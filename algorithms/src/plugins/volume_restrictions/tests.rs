@@ -9,7 +9,7 @@ use super::*;
 use crate::status::Code;
 use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::volumes::testing::claim;
-use crate::volumes::{Claim, VolumeState, VolumeStore};
+use crate::volumes::{Claim, VolumeState};
 
 fn gce(name: &str, read_only: bool) -> core::Volume {
     core::Volume {
@@ -76,7 +76,7 @@ fn run(pod: core::Pod, existing: Vec<core::Pod>, claims: Vec<Claim>) -> (Code, S
     for c in claims {
         st.upsert_claim(c);
     }
-    snap.volumes = Arc::new(VolumeStore::new(st));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(st));
     let info = crate::PodInfo::from_pod(&pod).unwrap_or_default();
     let pre = VolumeRestrictions.pre_filter(&info, &snap).status.code;
     (pre, filter_all(&VolumeRestrictions, &pod, &snap).remove(0))

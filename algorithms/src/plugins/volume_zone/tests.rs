@@ -5,8 +5,8 @@ use std::sync::Arc;
 use super::*;
 use crate::status::Code;
 use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
+use crate::volumes::Volume;
 use crate::volumes::testing::{bound_claim, claim, class, volume};
-use crate::volumes::{Volume, VolumeStore};
 
 fn labelled(name: &str, labels: &[(&str, &str)]) -> Volume {
     let mut v = volume(name, "", 1);
@@ -42,7 +42,7 @@ fn world() -> VolumeState {
 fn run(claim: Option<&str>, node_labels: &[(&str, &str)]) -> Status {
     let node = node_labels.iter().fold(NodeBuilder::new("host1").no_labels(), |n, (k, v)| n.label(k, v)).build();
     let mut snap = snapshot(&[node], &[]);
-    snap.volumes = Arc::new(VolumeStore::new(world()));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(world()));
     let pod = match claim {
         Some(c) => PodBuilder::new("pod_1").claim("vol", c).build(),
         None => PodBuilder::new("pod_1").build(),

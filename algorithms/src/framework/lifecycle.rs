@@ -1,0 +1,123 @@
+//! The roles a plugin takes once a node is chosen, as kube-scheduler's framework names
+//! them: Reserve (and Unreserve), Permit and PreBind.
+//!
+//! The scheduler runs them in order for every plugin the profile lists, never naming a
+//! plugin: Reserve and Permit at the end of the scheduling cycle (under the state lock),
+//! PreBind in the binding cycle, and on any failure Unreserve for every plugin that
+//! reserved, in reverse order. Plugins stay pure: what Reserve assumed is returned as a
+//! [`Reserved`] value the scheduler keeps with the pod and hands back to Unreserve and
+//! PreBind, and PreBind describes its API writes ([`ApiWrite`]) and judges their effect
+//! from the watched objects ([`PreBindPlugin::check`]) rather than calling the API.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::node_info::NodeInfo;
+use crate::objects::ClusterObjects;
+use crate::pod_info::PodInfo;
+use crate::status::Status;
+use crate::volumes::{Claim, Volume};
+
+/// What one plugin's Reserve assumed for one pod, kept until the pod is bound or given up.
+pub type Reserved = Arc<dyn Any + Send + Sync>;
+
+/// Reserve and Unreserve: assume in the cluster objects what the pod takes on its node,
+/// so the next pods see it taken, and undo that when the pod is given up.
+pub trait ReservePlugin: Send + Sync {
+    /// kube-scheduler's plugin name.
+    fn name(&self) -> &'static str;
+
+    /// Assumes what `pod` takes on `node`. `Ok(None)`: the pod takes nothing of this
+    /// plugin's, so there is nothing to undo or write. `Err`: the pod cannot be reserved
+    /// there (the objects changed since Filter, say).
+    fn reserve(&self, objects: &mut ClusterObjects, pod: &PodInfo, node: &NodeInfo)
+    -> Result<Option<Reserved>, Status>;
+
+    /// Undoes what [`ReservePlugin::reserve`] assumed for the pod `key`.
+    fn unreserve(&self, objects: &mut ClusterObjects, key: &str, reserved: &Reserved);
+}
+
+/// A Permit plugin's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Permit {
+    /// The pod may be bound.
+    Allow,
+    /// The pod may not be bound: it is given up and reported unschedulable.
+    Reject(Status),
+    /// Not yet: the binding cycle asks again until the plugin allows or rejects the pod,
+    /// or this long has passed.
+    Wait(Duration),
+}
+
+/// Permit: the last word before a reserved pod is bound.
+pub trait PermitPlugin: Send + Sync {
+    /// kube-scheduler's plugin name.
+    fn name(&self) -> &'static str;
+
+    /// Whether `pod`, reserved on `node`, may be bound now. Asked once at the end of the
+    /// scheduling cycle and, while the answer is [`Permit::Wait`], again in the binding
+    /// cycle whenever the watched objects may have changed (the first wait's duration
+    /// bounds the whole wait).
+    fn permit(&self, objects: &ClusterObjects, pod: &PodInfo, node: &str) -> Permit;
+}
+
+/// A write PreBind makes through the API server, with the resource version the object
+/// was assumed over as a precondition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiWrite {
+    /// Set a PersistentVolume's `claimRef` (and its bound-by-controller annotation, if
+    /// the assumed volume carries it): the PV controller then binds the claim.
+    BindVolume {
+        /// The volume as assumed (claimRef set).
+        volume: Arc<Volume>,
+        /// The claim it is bound to.
+        claim: Arc<Claim>,
+    },
+    /// Set `volume.kubernetes.io/selected-node` on a claim: its provisioner creates a
+    /// volume the node can reach.
+    SelectNode {
+        /// The claim as assumed.
+        claim: Arc<Claim>,
+        /// The node.
+        node: String,
+    },
+}
+
+/// How PreBind's writes are doing, as the watched objects tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Complete: the pod may be bound.
+    Done,
+    /// Not yet: ask again once the objects may have changed.
+    Waiting,
+    /// It cannot complete; the reason.
+    Failed(String),
+}
+
+/// PreBind: what must be written, and seen done, before the pod is bound.
+pub trait PreBindPlugin: Send + Sync {
+    /// kube-scheduler's plugin name.
+    fn name(&self) -> &'static str;
+
+    /// The writes for a pod this plugin reserved (its [`Reserved`]) on `node`.
+    fn pre_bind(&self, reserved: &Reserved, node: &str) -> Vec<ApiWrite>;
+
+    /// Whether the writes took effect, by the watched objects; `versions` are the resource
+    /// versions the writes returned, in the order [`PreBindPlugin::pre_bind`] gave them.
+    fn check(&self, objects: &ClusterObjects, reserved: &Reserved, node: &NodeInfo, versions: &[u64]) -> Progress;
+
+    /// How long [`PreBindPlugin::check`] may say [`Progress::Waiting`].
+    fn timeout(&self) -> Duration;
+
+    /// The failure reported when the wait times out.
+    fn timeout_message(&self) -> String {
+        format!("timed out after {:?}", self.timeout())
+    }
+}
+
+/// A resource version as a number, for ordering the versions one object went through
+/// (0 when absent or not a number).
+pub fn resource_version(rv: &str) -> u64 {
+    rv.parse().unwrap_or(0)
+}
