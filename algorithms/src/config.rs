@@ -248,6 +248,7 @@ fn check_name(profile: &str, name: &str) -> Result<(), ConfigError> {
     let mut known: Vec<&str> = registry::DEFAULT_FILTERS.to_vec();
     known.extend(registry::DEFAULT_SCORES.iter().map(|(n, _)| *n).filter(|n| !registry::has_filter(n)));
     known.extend(registry::OPTIONAL_SCORES);
+    known.extend(registry::DEFAULT_POST_FILTERS);
     Err(ConfigError::UnknownPlugin { profile: profile.into(), plugin: name.into(), known: known.join(", ") })
 }
 
@@ -272,39 +273,6 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
     }
 }
 
-/// DefaultPreemption's arguments, or `None` when a multiPoint or postFilter set disables it.
-fn preemption_args(
-    p: &ProfileConfig,
-    name: &str,
-    args: Option<&serde_json::Value>,
-) -> Result<Option<crate::preemption::PreemptionArgs>, ConfigError> {
-    let mut on = true;
-    let post = p.plugins.other.get("postFilter");
-    for set in [Some(&p.plugins.multi_point), post].into_iter().flatten() {
-        if set.disabled.iter().any(|d| d.name == "*" || d.name == "DefaultPreemption") {
-            on = false;
-        }
-        if set.enabled.iter().any(|e| e.name == "DefaultPreemption") {
-            on = true;
-        }
-    }
-    let mut out = crate::preemption::PreemptionArgs::default();
-    if let Some(v) = args.filter(|v| !v.is_null()) {
-        let field = |key: &str, default: u32| -> Result<u32, ConfigError> {
-            match v.get(key) {
-                None | Some(serde_json::Value::Null) => Ok(default),
-                Some(x) => x.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
-                    ConfigError::Invalid(format!("profile {name:?}: DefaultPreemptionArgs.{key}: Invalid value: {x}"))
-                }),
-            }
-        };
-        out.min_candidate_nodes_percentage = field("minCandidateNodesPercentage", out.min_candidate_nodes_percentage)?;
-        out.min_candidate_nodes_absolute = field("minCandidateNodesAbsolute", out.min_candidate_nodes_absolute)?;
-        out.validate().map_err(|e| ConfigError::Invalid(format!("profile {name:?}: DefaultPreemptionArgs.{e}")))?;
-    }
-    Ok(on.then_some(out))
-}
-
 fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, ConfigError> {
     let name = p.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string());
     let sets = [&p.plugins.multi_point, &p.plugins.filter, &p.plugins.score];
@@ -323,12 +291,15 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
     let mut reserves: Vec<(String, i64)> = registry::DEFAULT_RESERVES.iter().map(|n| (n.to_string(), 0)).collect();
     let mut permits: Vec<(String, i64)> = Vec::new();
     let mut pre_binds: Vec<(String, i64)> = registry::DEFAULT_PRE_BINDS.iter().map(|n| (n.to_string(), 0)).collect();
+    let mut post_filters: Vec<(String, i64)> =
+        registry::DEFAULT_POST_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
     let none = PluginSet::default();
     let point = |name: &str| p.plugins.other.get(name).unwrap_or(&none);
     for (list, key, fits) in [
         (&mut reserves, "reserve", registry::has_reserve as fn(&str) -> bool),
         (&mut permits, "permit", registry::has_permit),
         (&mut pre_binds, "preBind", registry::has_pre_bind),
+        (&mut post_filters, "postFilter", registry::has_post_filter),
     ] {
         apply(list, &p.plugins.multi_point, fits);
         apply(list, point(key), fits);
@@ -372,13 +343,15 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
         filters: Vec::new(),
         scores: Vec::new(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(global_pct),
-        preemption: preemption_args(p, &name, args.get("DefaultPreemption").copied())?,
         ..Default::default()
     };
     for (n, _) in &filters {
         if let Some(f) = get(n)?.filter {
             profile.filters.push(f);
         }
+    }
+    for (n, _) in &post_filters {
+        profile.post_filters.extend(get(n)?.post_filter);
     }
     for (n, _) in &reserves {
         profile.reserves.extend(get(n)?.reserve);
@@ -468,19 +441,21 @@ mod tests {
 
     #[test]
     fn default_preemption_can_be_tuned_and_disabled() {
-        use crate::preemption::PreemptionArgs;
-        assert_eq!(default_profile("s").preemption, Some(PreemptionArgs::default()));
+        let post_filters = |p: &Profile| p.post_filters.iter().map(|f| f.name()).collect::<Vec<_>>();
+        assert_eq!(post_filters(&default_profile("s")), ["DynamicResources", "DefaultPreemption"]);
         let c = cfg(serde_json::json!({"profiles": [{"pluginConfig": [{"name": "DefaultPreemption",
             "args": {"minCandidateNodesPercentage": 40, "minCandidateNodesAbsolute": 2}}]}]}));
         let p = c.build_profiles().unwrap().remove(0);
-        let want = PreemptionArgs { min_candidate_nodes_percentage: 40, min_candidate_nodes_absolute: 2 };
-        assert_eq!(p.preemption, Some(want));
-        for plugins in [
-            serde_json::json!({"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}),
-            serde_json::json!({"multiPoint": {"disabled": [{"name": "*"}]}}),
+        assert_eq!(post_filters(&p), ["DynamicResources", "DefaultPreemption"]);
+        for (plugins, left) in [
+            (
+                serde_json::json!({"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}),
+                vec!["DynamicResources"],
+            ),
+            (serde_json::json!({"multiPoint": {"disabled": [{"name": "*"}]}}), vec![]),
         ] {
             let c = cfg(serde_json::json!({"profiles": [{"plugins": plugins}]}));
-            assert_eq!(c.build_profiles().unwrap().remove(0).preemption, None, "{plugins}");
+            assert_eq!(post_filters(&c.build_profiles().unwrap().remove(0)), left, "{plugins}");
         }
         let c = cfg(serde_json::json!({"profiles": [{"pluginConfig": [{"name": "DefaultPreemption",
             "args": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}}]}]}));

@@ -5,8 +5,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use algorithms::config::default_profile;
+use algorithms::framework::PostFilterResult;
 use algorithms::framework::{EvaluateOptions, evaluate};
-use algorithms::preemption::{Preemption, PreemptionArgs, preempt};
+use algorithms::preemption::{PreemptionArgs, preempt};
 use algorithms::testing::{NodeBuilder, PodBuilder};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -45,7 +46,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("preemption/one_pod_5000_full_nodes", |b| {
         b.iter(|| {
             let out = preempt(&profile, &pod, &mut snap, &ev, &[], &args, &mut rng);
-            assert!(matches!(out, Preemption::Nominate(_)));
+            assert!(matches!(out, PostFilterResult::Nominate(_)));
             black_box(out)
         })
     });

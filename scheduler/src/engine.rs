@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::events::{ClusterEvent, QueueingHint};
-use algorithms::framework::{EquivalenceCache, EvaluateOptions, Permit, evaluate, evaluate_cached, filter_candidates};
-use algorithms::preemption::{Preemption, preempt};
+use algorithms::framework::{
+    EquivalenceCache, EvaluateOptions, Permit, PostFilterResult, evaluate, evaluate_cached, filter_candidates,
+    post_filter_failure_message, run_post_filters,
+};
 use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -77,8 +79,8 @@ pub struct Preempted {
 pub struct Decision {
     /// The framework's evaluation.
     pub ev: Evaluation,
-    /// PostFilter's result when the pod fit nowhere and the profile preempts.
-    pub preemption: Option<Preemption>,
+    /// PostFilter's result when the pod fit nowhere and the profile has PostFilter plugins.
+    pub preemption: Option<PostFilterResult>,
 }
 
 /// One finished cycle.
@@ -304,14 +306,12 @@ impl Cycler {
             }
         }
         let ev = self.evaluate_all(attempt);
-        let preemption = match &self.profiles[pi].preemption {
-            Some(args) if ev.selected.is_none() && ev.error.is_none() => {
-                let mut pod = (*attempt.queued.pod).clone();
-                pod.nominated_node = attempt.nominated.clone();
-                let budgets = self.snapshot.budgets.clone();
-                Some(preempt(&self.profiles[pi], &pod, &mut self.snapshot, &ev, &budgets, args, &mut self.rng))
-            }
-            _ => None,
+        let preemption = if ev.selected.is_none() && ev.error.is_none() {
+            let mut pod = (*attempt.queued.pod).clone();
+            pod.nominated_node = attempt.nominated.clone();
+            run_post_filters(&self.profiles[pi], &pod, &mut self.snapshot, &ev, &mut self.rng)
+        } else {
+            None
         };
         Decision { ev, preemption }
     }
@@ -424,14 +424,14 @@ fn after_preemption(
     engine: &mut Engine,
     pod: &Arc<PodInfo>,
     ev: &Evaluation,
-    preemption: Option<Preemption>,
+    preemption: Option<PostFilterResult>,
     snapshot: &Snapshot,
 ) -> (String, Nomination) {
     let key = pod.key();
     let first = ev.failure_message().unwrap_or_default();
     match preemption {
         None => (first, Nomination::Unchanged),
-        Some(Preemption::Nominate(c)) => {
+        Some(PostFilterResult::Nominate(c)) => {
             let node = snapshot.nodes[c.node].name.clone();
             let cleared = engine.cache.nominator.lower_on(&node, pod.priority);
             for k in &cleared {
@@ -442,8 +442,8 @@ fn after_preemption(
             (first, Nomination::Preempted(Preempted { node, victims, cleared }))
         }
         Some(p) => {
-            let message = algorithms::preemption::failure_message(ev, &p).unwrap_or(first);
-            let clear = matches!(p, Preemption::Unschedulable { clear: true, .. });
+            let message = post_filter_failure_message(ev, &p).unwrap_or(first);
+            let clear = matches!(p, PostFilterResult::Unschedulable { clear: true, .. });
             let had = clear && (engine.cache.nominator.remove(&key).is_some() || pod.nominated_node.is_some());
             (message, if had { Nomination::Cleared } else { Nomination::Unchanged })
         }

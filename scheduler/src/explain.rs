@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use algorithms::framework::{EvaluateOptions, evaluate};
-use algorithms::preemption::Preemption;
+use algorithms::framework::{PostFilterResult, post_filter_failure_message, run_post_filters};
 use algorithms::{PodInfo, Profile, Snapshot};
 use anstyle::{AnsiColor, Color, Style};
 use rand::SeedableRng;
@@ -95,18 +95,18 @@ pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64)
     }
     let mut message = ev.failure_message();
     let mut preemption = None;
-    if let Some(args) = profile.preemption.filter(|_| ev.selected.is_none() && ev.error.is_none()) {
+    if ev.selected.is_none() && ev.error.is_none() {
         let mut snap = snapshot.clone();
-        let budgets = snap.budgets.clone();
-        match algorithms::preemption::preempt(profile, pod, &mut snap, &ev, &budgets, &args, &mut rng) {
-            Preemption::Nominate(c) => {
+        match run_post_filters(profile, pod, &mut snap, &ev, &mut rng) {
+            Some(PostFilterResult::Nominate(c)) => {
                 preemption = Some(WouldPreempt {
                     node: name(c.node),
                     victims: c.victims.iter().map(|v| v.key()).collect(),
                     pdb_violations: c.pdb_violations,
                 });
             }
-            other => message = algorithms::preemption::failure_message(&ev, &other).or(message),
+            Some(other) => message = post_filter_failure_message(&ev, &other).or(message),
+            None => {}
         }
     }
     ExplainReport {

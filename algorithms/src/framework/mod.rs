@@ -4,6 +4,7 @@ mod cached;
 mod lifecycle;
 mod normalize;
 mod parallel;
+mod post_filter;
 mod rejections;
 pub(crate) mod run;
 
@@ -17,6 +18,9 @@ pub use lifecycle::{
 };
 pub use normalize::default_normalize;
 pub use parallel::{fold_chunks, map_nodes, on_pool};
+pub use post_filter::{
+    Candidate, PostFilterPlugin, PostFilterResult, failure_message as post_filter_failure_message, run_post_filters,
+};
 pub use rejections::{Rejections, StatusTable};
 pub use run::{
     EvaluateOptions, Evaluation, FitSummary, PluginScores, evaluate, filter_candidates, filter_nodes, nodes_to_find,
@@ -170,9 +174,8 @@ pub struct Profile {
     pub scores: Vec<WeightedScore>,
     /// Share of nodes to find feasible before stopping; `None` or 100 evaluates every node.
     pub percentage_of_nodes_to_score: Option<u32>,
-    /// DefaultPreemption's arguments when the profile preempts (the default), `None` when
-    /// the plugin is disabled.
-    pub preemption: Option<crate::preemption::PreemptionArgs>,
+    /// PostFilter plugins, in order (DynamicResources, then DefaultPreemption, by default).
+    pub post_filters: Vec<Arc<dyn PostFilterPlugin>>,
     /// Reserve plugins, in order (Unreserve runs them in reverse).
     pub reserves: Vec<Arc<dyn ReservePlugin>>,
     /// Permit plugins, in order.
@@ -187,6 +190,7 @@ impl std::fmt::Debug for Profile {
             .field("scheduler_name", &self.scheduler_name)
             .field("filters", &self.filters.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("scores", &self.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect::<Vec<_>>())
+            .field("post_filters", &self.post_filters.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("reserves", &self.reserves.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("permits", &self.permits.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("pre_binds", &self.pre_binds.iter().map(|p| p.name()).collect::<Vec<_>>())

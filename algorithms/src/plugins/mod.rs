@@ -3,6 +3,7 @@
 
 pub mod balanced_allocation;
 pub mod device_packing;
+pub mod dynamic_resources;
 #[cfg(test)]
 mod hints_tests;
 pub mod image_locality;

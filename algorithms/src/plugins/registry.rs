@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use super::ArgsError;
 use super::balanced_allocation::{self, BalancedAllocation};
 use super::device_packing::{self, DevicePacking};
+use super::dynamic_resources::{self, DynamicResources};
 use super::image_locality::{self, ImageLocality};
 use super::inter_pod_affinity::{self, InterPodAffinity};
 use super::node_affinity::{self, NodeAffinity};
@@ -20,7 +21,8 @@ use super::taint_toleration::{self, TaintToleration};
 use super::volume_binding::{self, VolumeBinding};
 use super::volume_restrictions::{self, VolumeRestrictions};
 use super::volume_zone::{self, VolumeZone};
-use crate::framework::{FilterPlugin, PermitPlugin, PreBindPlugin, ReservePlugin, ScorePlugin};
+use crate::framework::{FilterPlugin, PermitPlugin, PostFilterPlugin, PreBindPlugin, ReservePlugin, ScorePlugin};
+use crate::preemption::{self, DefaultPreemption, PreemptionArgs};
 
 /// Filters of kube-scheduler's default profile that this scheduler runs, in order.
 pub const DEFAULT_FILTERS: &[&str] = &[
@@ -54,6 +56,9 @@ pub const DEFAULT_SCORES: &[(&str, i64)] = &[
     (image_locality::NAME, 1),
 ];
 
+/// PostFilter plugins of kube-scheduler's default profile, in order.
+pub const DEFAULT_POST_FILTERS: &[&str] = &[dynamic_resources::NAME, preemption::NAME];
+
 /// Reserve plugins of kube-scheduler's default profile that this scheduler runs, in order.
 pub const DEFAULT_RESERVES: &[&str] = &[volume_binding::NAME];
 
@@ -63,16 +68,18 @@ pub const DEFAULT_PRE_BINDS: &[&str] = &[volume_binding::NAME];
 /// Score plugins of our own, off unless a profile enables them.
 pub const OPTIONAL_SCORES: &[&str] = &[device_packing::NAME];
 
-/// kube-scheduler plugins that are accepted in configuration without being filter or
-/// score plugins: queue sort, binding, preemption and gates, which the scheduling loop
-/// itself provides (DefaultPreemption's switch and args are read into the profile), and
-/// DynamicResources, which has no effect here.
-pub const ACCEPTED_WITHOUT_EFFECT: &[&str] =
-    &["PrioritySort", "SchedulingGates", "DefaultBinder", "DefaultPreemption", "DynamicResources"];
+/// kube-scheduler plugins that are accepted in configuration without being plugins of
+/// this registry: queue sort, binding and gates, which the scheduling loop itself provides.
+pub const ACCEPTED_WITHOUT_EFFECT: &[&str] = &["PrioritySort", "SchedulingGates", "DefaultBinder"];
 
 /// Whether a name is a plugin this scheduler implements.
 pub fn is_known(name: &str) -> bool {
-    DEFAULT_FILTERS.contains(&name) || has_score(name)
+    DEFAULT_FILTERS.contains(&name) || has_score(name) || has_post_filter(name)
+}
+
+/// Whether the plugin has a PostFilter extension point.
+pub fn has_post_filter(name: &str) -> bool {
+    DEFAULT_POST_FILTERS.contains(&name)
 }
 
 /// Whether the plugin has a Filter extension point.
@@ -109,6 +116,8 @@ pub struct Built {
     pub filter: Option<Arc<dyn FilterPlugin>>,
     /// The score role, if any.
     pub score: Option<Arc<dyn ScorePlugin>>,
+    /// The PostFilter role, if any.
+    pub post_filter: Option<Arc<dyn PostFilterPlugin>>,
     /// The Reserve role, if any.
     pub reserve: Option<Arc<dyn ReservePlugin>>,
     /// The Permit role, if any.
@@ -167,9 +176,14 @@ pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, Args
         volume_binding::NAME => {
             let p = Arc::new(VolumeBinding::new(parse(name, args)?).map_err(|e| ArgsError::new(name, e))?);
             let score: Option<Arc<dyn ScorePlugin>> = p.shape.is_some().then(|| p.clone() as Arc<dyn ScorePlugin>);
-            Built { filter: Some(p.clone()), score, reserve: Some(p.clone()), permit: None, pre_bind: Some(p) }
+            Built { filter: Some(p.clone()), score, reserve: Some(p.clone()), pre_bind: Some(p), ..Default::default() }
         }
         image_locality::NAME => Built::score(ImageLocality),
+        dynamic_resources::NAME => Built { post_filter: Some(Arc::new(DynamicResources)), ..Default::default() },
+        preemption::NAME => {
+            let args = PreemptionArgs::from_args(args).map_err(|e| ArgsError::new(name, e))?;
+            Built { post_filter: Some(Arc::new(DefaultPreemption { args })), ..Default::default() }
+        }
         device_packing::NAME => Built::score(DevicePacking::new(&parse(name, args)?)?),
         other => return Err(ArgsError::new(other, "unknown plugin")),
     })

@@ -7,19 +7,20 @@
 //! reprieve victims most important first, PDB-violating ones first), up to
 //! `minCandidateNodes{Percentage,Absolute}` candidates, then [`pick_one`] applies the
 //! tie-breaks. The result is a candidate to act on, or PostFilter's message.
+//! [`DefaultPreemption`] is the PostFilter plugin that runs it.
 
 mod budgets;
 mod victims;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use rand::Rng;
+use rand::{Rng, RngCore};
 
 pub use budgets::Budget;
 pub use victims::{Judge, select_victims, select_victims_with};
 
-use crate::framework::{Evaluation, FitSummary, Profile};
+pub use crate::framework::Candidate;
+use crate::framework::{Evaluation, FitSummary, PostFilterPlugin, PostFilterResult, Profile};
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
@@ -30,9 +31,6 @@ pub const NAME: &str = "DefaultPreemption";
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 /// The reason of nodes without lower-priority pods.
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
-/// The reason DynamicResources' PostFilter gives for a pod without resource claims; it
-/// precedes DefaultPreemption's in kube-scheduler's message.
-pub const NO_CLAIMS: &str = "no new claims to deallocate";
 
 /// `DefaultPreemptionArgs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +54,26 @@ impl PreemptionArgs {
         k.max(self.min_candidate_nodes_absolute as usize).min(n)
     }
 
+    /// `DefaultPreemptionArgs` from configuration (`apiVersion` and `kind` ignored; none
+    /// gives the defaults), validated as kube-scheduler validates them.
+    pub fn from_args(args: Option<&serde_json::Value>) -> Result<Self, String> {
+        let mut out = PreemptionArgs::default();
+        let Some(v) = args.filter(|v| !v.is_null()) else { return Ok(out) };
+        let field = |key: &str, default: u32| -> Result<u32, String> {
+            match v.get(key) {
+                None | Some(serde_json::Value::Null) => Ok(default),
+                Some(x) => x
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| format!("DefaultPreemptionArgs.{key}: Invalid value: {x}")),
+            }
+        };
+        out.min_candidate_nodes_percentage = field("minCandidateNodesPercentage", out.min_candidate_nodes_percentage)?;
+        out.min_candidate_nodes_absolute = field("minCandidateNodesAbsolute", out.min_candidate_nodes_absolute)?;
+        out.validate().map_err(|e| format!("DefaultPreemptionArgs.{e}"))?;
+        Ok(out)
+    }
+
     /// kube-scheduler's validation of the arguments.
     pub fn validate(&self) -> Result<(), String> {
         if self.min_candidate_nodes_percentage > 100 {
@@ -71,62 +89,35 @@ impl PreemptionArgs {
     }
 }
 
-/// A node where preemption makes the pod fit, with the pods to evict there.
-#[derive(Debug, Clone)]
-pub struct Candidate {
-    /// Node index in the snapshot.
-    pub node: usize,
-    /// Victims, most important first.
-    pub victims: Vec<Arc<PodInfo>>,
-    /// How many victims a PodDisruptionBudget does not allow to go.
-    pub pdb_violations: usize,
+/// DefaultPreemption as a PostFilter plugin: [`preempt`], its reasons behind
+/// `preemption: ` as kube-scheduler writes them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultPreemption {
+    /// Its arguments.
+    pub args: PreemptionArgs,
 }
 
-/// What PostFilter decided.
-#[derive(Debug, Clone)]
-pub enum Preemption {
-    /// Evict the victims and nominate the pod to the node.
-    Nominate(Candidate),
-    /// Preemption does not help; the message without the `preemption: ` prefix. With
-    /// `clear` the pod's nomination is cleared (no candidate was found), else kept.
-    Unschedulable {
-        /// The message.
-        message: String,
-        /// Whether the nomination is cleared.
-        clear: bool,
-    },
-    /// Something failed; the message.
-    Error(String),
-    /// A PostFilter before DefaultPreemption stopped the chain, and DefaultPreemption
-    /// never ran: after a PreFilter rejection, kube-scheduler's DynamicResources finds no
-    /// state of its own (its PreFilter never ran) and fails with this message.
-    Stopped(String),
-}
+impl PostFilterPlugin for DefaultPreemption {
+    fn name(&self) -> &'static str {
+        NAME
+    }
 
-/// What DynamicResources' PostFilter says when a PreFilter before it rejected the pod.
-pub const DRA_STATE_MISSING: &str = "not found";
-
-impl Preemption {
-    /// PostFilter's part of kube-scheduler's FailedScheduling message (after the first
-    /// sentence); none after a successful preemption.
-    pub fn post_filter_message(&self) -> Option<String> {
-        match self {
-            Preemption::Nominate(_) => None,
-            Preemption::Unschedulable { message, .. } | Preemption::Error(message) => {
-                Some(format!("{NO_CLAIMS}, preemption: {message}"))
+    fn post_filter(
+        &self,
+        profile: &Profile,
+        pod: &PodInfo,
+        snapshot: &mut Snapshot,
+        ev: &Evaluation,
+        mut rng: &mut dyn RngCore,
+    ) -> PostFilterResult {
+        let budgets = snapshot.budgets.clone();
+        match preempt(profile, pod, snapshot, ev, &budgets, &self.args, &mut rng) {
+            PostFilterResult::Unschedulable { message, clear } => {
+                PostFilterResult::Unschedulable { message: format!("preemption: {message}"), clear }
             }
-            Preemption::Stopped(message) => Some(message.clone()),
+            other => other,
         }
     }
-}
-
-/// The whole FailedScheduling message of an attempt that preemption followed.
-pub fn failure_message(ev: &Evaluation, preemption: &Preemption) -> Option<String> {
-    let first = ev.failure_message()?;
-    Some(match preemption.post_filter_message() {
-        Some(post) if ev.error.is_none() => format!("{first} {post}"),
-        _ => first,
-    })
 }
 
 /// Whether `pod` may preempt at all (kube-scheduler's PodEligibleToPreemptOthers); the
@@ -149,8 +140,9 @@ pub fn eligible(pod: &PodInfo, nominated_status: Option<Code>, snapshot: &Snapsh
     Ok(())
 }
 
-/// Runs DefaultPreemption for `pod`, which fit nowhere in `ev`. `snapshot` is changed
-/// during the dry runs and restored before returning.
+/// Runs DefaultPreemption for `pod`, which fit nowhere in `ev`: a nomination, or why
+/// preemption does not help (an internal error of the dry runs included). `snapshot` is
+/// changed during the dry runs and restored before returning.
 pub fn preempt(
     profile: &Profile,
     pod: &PodInfo,
@@ -159,17 +151,14 @@ pub fn preempt(
     budgets: &[Budget],
     args: &PreemptionArgs,
     rng: &mut impl Rng,
-) -> Preemption {
+) -> PostFilterResult {
     let nominated_status = pod
         .nominated_node
         .as_ref()
         .and_then(|n| snapshot.index.get(n))
         .and_then(|&i| ev.rejected.iter().find(|(j, _)| *j == i).map(|(_, st)| st.code));
-    if ev.prefilter_rejection.is_some() {
-        return Preemption::Stopped(DRA_STATE_MISSING.into());
-    }
     if let Err(message) = eligible(pod, nominated_status, snapshot) {
-        return Preemption::Unschedulable { message, clear: false };
+        return PostFilterResult::Unschedulable { message, clear: false };
     }
     let potential: Vec<usize> = match &ev.prefilter_rejection {
         Some(st) if st.code == Code::Unschedulable => (0..snapshot.len()).collect(),
@@ -183,7 +172,7 @@ pub fn preempt(
     if found.is_empty() {
         if !errors.is_empty() {
             let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
-            return Preemption::Error(message);
+            return PostFilterResult::Unschedulable { message, clear: false };
         }
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         for st in statuses.values() {
@@ -195,9 +184,9 @@ pub fn preempt(
             *reasons.entry(NOT_HELPFUL.to_string()).or_default() += all - statuses.len();
         }
         let summary = FitSummary { num_nodes: all, reasons, prefilter_message: None };
-        return Preemption::Unschedulable { message: summary.message(), clear: true };
+        return PostFilterResult::Unschedulable { message: summary.message(), clear: true };
     }
-    Preemption::Nominate(pick_one(found))
+    PostFilterResult::Nominate(pick_one(found))
 }
 
 /// What the dry runs found.

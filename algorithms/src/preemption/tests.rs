@@ -42,7 +42,7 @@ fn run(
     preemptor: core::Pod,
     budgets: &[Budget],
     args: PreemptionArgs,
-) -> (Preemption, Snapshot) {
+) -> (PostFilterResult, Snapshot) {
     let mut snap = snapshot(nodes, pods);
     let profile = default_profile("s");
     let pod = PodInfo::from_pod(&preemptor).unwrap();
@@ -69,20 +69,18 @@ impl rand::RngCore for ZeroRng {
     }
 }
 
-fn chosen(out: &Preemption, snap: &Snapshot) -> (String, Vec<String>, usize) {
+fn chosen(out: &PostFilterResult, snap: &Snapshot) -> (String, Vec<String>, usize) {
     match out {
-        Preemption::Nominate(c) => {
+        PostFilterResult::Nominate(c) => {
             (snap.nodes[c.node].name.clone(), c.victims.iter().map(|p| p.name.clone()).collect(), c.pdb_violations)
         }
         other => panic!("expected a nomination, got {other:?}"),
     }
 }
 
-fn message(out: &Preemption) -> String {
+fn message(out: &PostFilterResult) -> String {
     match out {
-        Preemption::Unschedulable { message, .. } | Preemption::Error(message) | Preemption::Stopped(message) => {
-            message.clone()
-        }
+        PostFilterResult::Unschedulable { message, .. } | PostFilterResult::Stopped(message) => message.clone(),
         other => panic!("expected no nomination, got {other:?}"),
     }
 }
@@ -107,8 +105,14 @@ fn post_filter_outcomes_and_messages() {
     // Tied priority: nothing to evict.
     let (out, _) = run(&[one_pod("node1")], &[on(pod("p1", LOW, ""), "node1")], pod("p", LOW, "").build(), &[], d);
     assert_eq!(message(&out), "0/1 nodes are available: 1 No preemption victims found for incoming pod.");
+    // The profile's PostFilter chain: DynamicResources' reason, then DefaultPreemption's.
+    let mut snap = snapshot(&[one_pod("node1")], &[on(pod("p1", LOW, ""), "node1")]);
+    let profile = default_profile("s");
+    let p = PodInfo::from_pod(&pod("p", LOW, "").build()).unwrap();
+    let ev = evaluate(&profile, &p, &snap, &mut StdRng::seed_from_u64(0), EvaluateOptions::default());
+    let chain = crate::framework::run_post_filters(&profile, &p, &mut snap, &ev, &mut ZeroRng).unwrap();
     assert_eq!(
-        out.post_filter_message().unwrap(),
+        chain.message().unwrap(),
         "no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
     // One node holds a higher, the other a lower priority pod.

@@ -6,7 +6,7 @@ use std::time::Instant;
 use algorithms::PodInfo;
 use algorithms::events::ClusterEvent;
 use algorithms::framework::{EvaluateOptions, evaluate};
-use algorithms::preemption::{Preemption, preempt};
+use algorithms::framework::{PostFilterResult, run_post_filters};
 
 use super::{Attempt, Cycle, Cycler, Engine, Nomination, Outcome, Preempted};
 use crate::gang::{self, PodGroupSpec};
@@ -153,10 +153,9 @@ impl Cycler {
         engine: &mut Engine,
         failed: &[(Attempt, String, Vec<&'static str>)],
     ) -> Option<Vec<Preempted>> {
-        let args = self.profiles[failed.first()?.0.profile].preemption?;
+        failed.first()?;
         engine.cache.update_snapshot(&mut self.snapshot);
         let mut scratch = self.snapshot.clone();
-        let budgets = scratch.budgets.clone();
         let mut out = Vec::new();
         for (attempt, ..) in failed {
             let pod = &attempt.queued.pod;
@@ -164,8 +163,8 @@ impl Cycler {
             let ev = evaluate(profile, pod, &scratch, &mut self.rng, EvaluateOptions::default());
             let (i, victims) = match ev.selected.filter(|_| ev.error.is_none()) {
                 Some(i) => (i, Vec::new()),
-                None => match preempt(profile, pod, &mut scratch, &ev, &budgets, &args, &mut self.rng) {
-                    Preemption::Nominate(c) => (c.node, c.victims),
+                None => match run_post_filters(profile, pod, &mut scratch, &ev, &mut self.rng) {
+                    Some(PostFilterResult::Nominate(c)) => (c.node, c.victims),
                     _ => return None,
                 },
             };

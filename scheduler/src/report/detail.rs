@@ -75,8 +75,10 @@ pub struct ProfileSummary {
     pub scores: Vec<(String, i64)>,
     /// `percentageOfNodesToScore`, when set.
     pub percentage_of_nodes_to_score: Option<u32>,
-    /// Whether DefaultPreemption runs.
-    pub preemption: bool,
+    /// PostFilter plugins in order.
+    pub post_filters: Vec<String>,
+    /// Reserve, Permit and PreBind plugins, each list in order.
+    pub binding: [Vec<String>; 3],
 }
 
 impl ProfileSummary {
@@ -87,7 +89,12 @@ impl ProfileSummary {
             filters: p.filters.iter().map(|f| f.name().to_string()).collect(),
             scores: p.scores.iter().map(|s| (s.plugin.name().to_string(), s.weight)).collect(),
             percentage_of_nodes_to_score: p.percentage_of_nodes_to_score,
-            preemption: p.preemption.is_some(),
+            post_filters: p.post_filters.iter().map(|f| f.name().to_string()).collect(),
+            binding: [
+                p.reserves.iter().map(|f| f.name().to_string()).collect(),
+                p.permits.iter().map(|f| f.name().to_string()).collect(),
+                p.pre_binds.iter().map(|f| f.name().to_string()).collect(),
+            ],
         }
     }
 }

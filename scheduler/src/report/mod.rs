@@ -173,11 +173,19 @@ fn configuration(source: &RunSource, d: &RunDetail) -> Markup {
                     tr { th { "percentageOfNodesToScore" } td { (p.percentage_of_nodes_to_score.map_or("all nodes".to_string(), |v| format!("{v}%"))) } }
                     tr { th { "filter" } td { (p.filters.join(", ")) } }
                     tr { th { "score (weight)" } td { (p.scores.iter().map(|(n, w)| format!("{n} ({w})")).collect::<Vec<_>>().join(", ")) } }
-                    tr { th { "postFilter" } td { @if p.preemption { "DefaultPreemption" } @else { "none" } } }
+                    tr { th { "postFilter" } td { (names(&p.post_filters)) } }
+                    tr { th { "reserve" } td { (names(&p.binding[0])) } }
+                    tr { th { "permit" } td { (names(&p.binding[1])) } }
+                    tr { th { "preBind" } td { (names(&p.binding[2])) } }
                 }
             }
         }
     }
+}
+
+/// Plugin names joined, or "none".
+fn names(list: &[String]) -> String {
+    if list.is_empty() { "none".into() } else { list.join(", ") }
 }
 
 /// The `simulate --report` page. `r.detail` must have been collected.
