@@ -22,7 +22,7 @@ use rand::rngs::SmallRng;
 
 mod gang_cycle;
 
-pub use gang_cycle::COSCHEDULING;
+pub use gang_cycle::{COSCHEDULING, GroupAttempt, GroupPlan};
 
 use crate::cache::Cache;
 use crate::gang::{self, Groups};
@@ -317,6 +317,15 @@ impl Cycler {
     }
 
     fn evaluate_all(&mut self, attempt: &Attempt) -> Evaluation {
+        let snapshot = std::mem::take(&mut self.snapshot);
+        let ev = self.evaluate_on(&snapshot, attempt);
+        self.snapshot = snapshot;
+        ev
+    }
+
+    /// Runs the pod's profile over `snapshot` (the cycle's own, or a copy in which gang
+    /// members placed before it are on their nodes).
+    fn evaluate_on(&mut self, snapshot: &Snapshot, attempt: &Attempt) -> Evaluation {
         let pi = attempt.profile;
         let profile = &self.profiles[pi];
         let pod = &attempt.queued.pod;
@@ -325,11 +334,11 @@ impl Cycler {
             if self.caches.len() < self.profiles.len() {
                 self.caches.resize_with(self.profiles.len(), EquivalenceCache::new);
             }
-            evaluate_cached(profile, pod, &self.snapshot, &mut self.rng, opts, &mut self.caches[pi])
+            evaluate_cached(profile, pod, snapshot, &mut self.rng, opts, &mut self.caches[pi])
         } else {
-            evaluate(profile, pod, &self.snapshot, &mut self.rng, opts)
+            evaluate(profile, pod, snapshot, &mut self.rng, opts)
         };
-        let n = self.snapshot.nodes.len();
+        let n = snapshot.nodes.len();
         if n > 0 {
             self.next_start = (self.next_start + ev.feasible.len() + ev.rejected.len()) % n;
         }

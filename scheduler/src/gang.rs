@@ -6,10 +6,12 @@
 //! `minCount`; a basic policy schedules members one by one).
 //!
 //! A group is tried only once at least its minimum of pods exist. Then all of its
-//! pending pods are taken from the queue and placed one after another, each assumed in
-//! the cache so that the next sees it (affinity, spreading, resources); if fewer than the
-//! minimum (less those already running) found a node, every assumption is undone and the
-//! whole group waits for a cluster change. A group is never left half placed, so two groups
+//! pending pods are taken from the queue and placed one after another on a copy of the
+//! snapshot, each on its node so that the next sees it (affinity, spreading, resources,
+//! what Reserve plugins take), without the state lock; once at least the minimum (less
+//! those already running) found a node, all of them are assumed in the cache together
+//! (if the cluster changed so that one can no longer be, none is, and the group is
+//! retried); otherwise nothing was assumed and the whole group waits for a cluster change. A group is never left half placed, so two groups
 //! that cannot both fit never hold each other's capacity. A pod naming a
 //! `scheduling.k8s.io` PodGroup that does not exist yet waits for it.
 

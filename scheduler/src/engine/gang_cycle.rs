@@ -8,7 +8,9 @@ use algorithms::events::ClusterEvent;
 use algorithms::framework::{EvaluateOptions, evaluate};
 use algorithms::framework::{PostFilterResult, run_post_filters};
 
-use super::{Attempt, Cycle, Cycler, Engine, Nomination, Outcome, Preempted};
+use algorithms::Snapshot;
+
+use super::{Attempt, Cycle, Cycler, Engine, Nomination, Outcome, Preempted, Refused};
 use crate::gang::{self, PodGroupSpec};
 
 /// The plugin name gang decisions are reported under (scheduler-plugins' Coscheduling).
@@ -40,7 +42,9 @@ impl Cycler {
         self.park(engine, attempt, message, vec![COSCHEDULING], now)
     }
 
-    /// Places `first`'s group all at once, or none of it (under the state lock in `run`).
+    /// Places `first`'s group all at once, or none of it: the three steps of
+    /// [`Cycler::begin_group`], [`Cycler::evaluate_group`] and [`Cycler::finish_group`]
+    /// in a row, for a caller that holds the engine alone (`simulate`).
     pub fn schedule_group(
         &mut self,
         engine: &mut Engine,
@@ -49,6 +53,25 @@ impl Cycler {
         spec: &PodGroupSpec,
         now: Instant,
     ) -> Vec<Cycle> {
+        match self.begin_group(engine, first, group, spec, now) {
+            Err(parked) => vec![*parked],
+            Ok(attempt) => {
+                let plan = self.evaluate_group(attempt);
+                self.finish_group(engine, plan, now)
+            }
+        }
+    }
+
+    /// Under the state lock: takes the group's pending members from the queue, or parks
+    /// `first` when the group has fewer pods than its minimum.
+    pub fn begin_group(
+        &mut self,
+        engine: &mut Engine,
+        first: Attempt,
+        group: &str,
+        spec: &PodGroupSpec,
+        now: Instant,
+    ) -> Result<GroupAttempt, Box<Cycle>> {
         let api = gang::api_of(&first.queued.pod);
         let in_group = |p: &PodInfo| gang::api_of(p) == api && gang::group_of(p).as_deref() == Some(group);
         let running = self.snapshot.nodes.iter().flat_map(|n| n.pods.iter()).filter(|p| in_group(p)).count();
@@ -57,9 +80,8 @@ impl Cycler {
         if running + pending.len() < min {
             let message =
                 format!("pod group {group:?} has {} of the {min} pods it needs (minMember)", running + pending.len());
-            return vec![self.park(engine, first, message, vec![COSCHEDULING], now)];
+            return Err(Box::new(self.park(engine, first, message, vec![COSCHEDULING], now)));
         }
-        let need = min.saturating_sub(running);
         let first_key = first.queued.pod.key();
         let mut members = vec![first];
         for key in pending.iter().filter(|k| **k != first_key) {
@@ -70,17 +92,25 @@ impl Cycler {
             };
             members.push(Attempt { queued, profile, started: Instant::now(), nominated: None });
         }
-        // Each member sees the ones placed before it: they are assumed in the cache.
-        let mut placed: Vec<(Attempt, String, Arc<PodInfo>)> = Vec::new();
+        Ok(GroupAttempt { group: group.to_string(), need: min.saturating_sub(running), members })
+    }
+
+    /// Without any lock: places the members one after another on a copy of the snapshot,
+    /// each as the next sees it (its pod on the node, what its Reserve plugins take), and
+    /// when too few fit, plans the preemption that would make room for the whole group.
+    pub fn evaluate_group(&mut self, attempt: GroupAttempt) -> GroupPlan {
+        let GroupAttempt { group, need, members } = attempt;
+        let mut scratch = self.snapshot.clone();
+        let mut placed: Vec<(Attempt, String)> = Vec::new();
         let mut failed: Vec<(Attempt, String, Vec<&'static str>)> = Vec::new();
         for attempt in members {
-            engine.cache.update_snapshot(&mut self.snapshot);
-            let ev = self.evaluate_all(&attempt);
-            let chosen = ev.selected.filter(|_| ev.error.is_none()).map(|i| self.snapshot.nodes[i].name.clone());
+            let ev = self.evaluate_on(&scratch, &attempt);
+            let chosen = ev.selected.filter(|_| ev.error.is_none());
             let profile = &self.profiles[attempt.profile];
-            match chosen.map(|node| (engine.reserve(&attempt.queued.pod, &node, profile, now), node)) {
-                Some((Ok(info), node)) => placed.push((attempt, node, info)),
-                _ => {
+            match chosen.map(|i| (i, place(&mut scratch, i, &attempt.queued.pod, profile))) {
+                Some((i, Ok(()))) => placed.push((attempt, scratch.nodes[i].name.clone())),
+                Some((_, Err(message))) => failed.push((attempt, message, Vec::new())),
+                None => {
                     let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();
                     plugins.sort_unstable();
                     plugins.dedup();
@@ -88,10 +118,56 @@ impl Cycler {
                 }
             }
         }
+        let preemptions = if placed.len() < need { self.preempt_group(scratch, &failed) } else { None };
+        GroupPlan { group, need, placed, failed, preemptions }
+    }
+
+    /// Under the state lock: assumes and reserves every placed member (all of them, or,
+    /// if the cluster changed so that one no longer can be, none), or parks the group.
+    pub fn finish_group(&mut self, engine: &mut Engine, plan: GroupPlan, now: Instant) -> Vec<Cycle> {
+        let GroupPlan { group, need, placed, failed, preemptions } = plan;
         let mut cycles = Vec::new();
         if placed.len() >= need {
-            for (attempt, node, info) in placed {
+            let mut reserved: Vec<(Attempt, String, Arc<PodInfo>)> = Vec::new();
+            let mut refused = None;
+            for (attempt, node) in placed {
+                let profile = &self.profiles[attempt.profile];
+                match engine.reserve(&attempt.queued.pod, &node, profile, now) {
+                    Ok(info) => reserved.push((attempt, node, info)),
+                    Err(e) => {
+                        let message = match e {
+                            Refused::Rejected { message, .. } | Refused::Error(message) => message,
+                        };
+                        refused = Some((attempt, message));
+                        break;
+                    }
+                }
+            }
+            if let Some((attempt, message)) = refused {
+                // The cluster changed since the members were placed: undo the group's
+                // assumptions and retry every member after backoff.
+                let message = format!("pod group {group:?}: {message}");
+                let rest =
+                    reserved.into_iter().map(|(a, ..)| a).chain([attempt]).chain(failed.into_iter().map(|(a, ..)| a));
+                for attempt in rest.collect::<Vec<_>>() {
+                    engine.cache.forget(&attempt.queued.pod.key());
+                    cycles.push(self.retry(engine, attempt, message.clone(), now));
+                }
+                return cycles;
+            }
+            for (attempt, node, info) in reserved {
                 let key = attempt.queued.pod.key();
+                if !engine.queue.contains(&key) {
+                    // Deleted while the group was decided.
+                    engine.cache.forget(&key);
+                    cycles.push(Cycle {
+                        duration: attempt.started.elapsed(),
+                        profile: self.profiles[attempt.profile].scheduler_name.clone(),
+                        queued: attempt.queued,
+                        outcome: Outcome::Gone,
+                    });
+                    continue;
+                }
                 engine.queue.done(&key);
                 engine.cache.nominator.remove(&key);
                 engine.on_event(ClusterEvent::PodAdded(info), now);
@@ -107,9 +183,8 @@ impl Cycler {
             }
             return cycles;
         }
-        // Too few fit: preempt for the whole group or not at all, undo every assumption,
-        // and the whole group waits (for the victims to go, or for a cluster change).
-        let preemptions = self.preempt_group(engine, &failed);
+        // Too few fit: preempt for the whole group or not at all, and the whole group
+        // waits (for the victims to go, or for a cluster change).
         let why = failed.first().map(|(_, m, _)| m.clone()).unwrap_or_default();
         let mut message = format!("pod group {group:?}: {} of the {need} pods it needs fit; {why}", placed.len());
         if preemptions.is_some() {
@@ -119,10 +194,7 @@ impl Cycler {
         plugins.push(COSCHEDULING);
         plugins.sort_unstable();
         plugins.dedup();
-        for (attempt, _, _) in &placed {
-            engine.cache.forget(&attempt.queued.pod.key());
-        }
-        for (attempt, ..) in placed {
+        for (attempt, _) in placed {
             cycles.push(self.park(engine, attempt, message.clone(), plugins.clone(), now));
         }
         let mut preemptions = preemptions.map(Vec::into_iter);
@@ -150,12 +222,10 @@ impl Cycler {
     /// with the members before it placed; `None` unless every one of them does.
     fn preempt_group(
         &mut self,
-        engine: &mut Engine,
+        mut scratch: Snapshot,
         failed: &[(Attempt, String, Vec<&'static str>)],
     ) -> Option<Vec<Preempted>> {
         failed.first()?;
-        engine.cache.update_snapshot(&mut self.snapshot);
-        let mut scratch = self.snapshot.clone();
         let mut out = Vec::new();
         for (attempt, ..) in failed {
             let pod = &attempt.queued.pod;
@@ -183,6 +253,23 @@ impl Cycler {
         Some(out)
     }
 
+    /// Sends a member back to be retried after backoff, with `message` as an error.
+    fn retry(&mut self, engine: &mut Engine, attempt: Attempt, message: String, now: Instant) -> Cycle {
+        let key = attempt.queued.pod.key();
+        let outcome = if engine.queue.contains(&key) {
+            engine.queue.error(&key, now);
+            Outcome::Error { message }
+        } else {
+            Outcome::Gone
+        };
+        Cycle {
+            duration: attempt.started.elapsed(),
+            profile: self.profiles[attempt.profile].scheduler_name.clone(),
+            queued: attempt.queued,
+            outcome,
+        }
+    }
+
     /// Parks a member as unschedulable with `message`.
     fn park(
         &mut self,
@@ -206,4 +293,46 @@ impl Cycler {
             outcome,
         }
     }
+}
+
+/// A group's members taken from the queue, to be decided without the lock.
+#[derive(Debug)]
+pub struct GroupAttempt {
+    group: String,
+    /// Members that must be placed (the minimum less those already running).
+    need: usize,
+    members: Vec<Attempt>,
+}
+
+/// What deciding a group found, to be applied under the lock.
+#[derive(Debug)]
+pub struct GroupPlan {
+    group: String,
+    need: usize,
+    placed: Vec<(Attempt, String)>,
+    failed: Vec<(Attempt, String, Vec<&'static str>)>,
+    preemptions: Option<Vec<Preempted>>,
+}
+
+/// Places a member on node `i` of a scratch snapshot, as Reserve would in the cache: its
+/// pod on the node, and what the profile's Reserve plugins assume in a copy of the
+/// cluster objects. `Err` is why a Reserve plugin refused it (the copy is left as it was).
+fn place(scratch: &mut Snapshot, i: usize, pod: &PodInfo, profile: &algorithms::Profile) -> Result<(), String> {
+    let Some(node) = scratch.nodes.get(i).cloned() else { return Err(format!("node {i} is not in the snapshot")) };
+    if !profile.reserves.is_empty() {
+        let mut objects = (*scratch.objects).clone();
+        for plugin in &profile.reserves {
+            if let Err(status) = plugin.reserve(&mut objects, pod, &node) {
+                return Err(format!("running Reserve plugin \"{}\": {}", plugin.name(), status.message()));
+            }
+        }
+        scratch.objects = Arc::new(objects);
+    }
+    let mut node = (*node).clone();
+    let mut member = pod.clone();
+    member.node_name = Some(node.name.clone());
+    node.add_pod(Arc::new(member));
+    scratch.replace_node(i, Arc::new(node));
+    scratch.set_pod_flags(i);
+    Ok(())
 }

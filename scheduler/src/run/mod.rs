@@ -489,10 +489,21 @@ mod tests {
     use algorithms::{NodeInfo, Profile, Status};
     use std::sync::mpsc as std_mpsc;
 
-    /// A filter that holds the cycle until the test lets it go.
+    /// A filter that holds the cycle, the first time it runs, until the test lets it go.
     struct Gate {
         entered: Mutex<std_mpsc::Sender<()>>,
         release: Mutex<std_mpsc::Receiver<()>>,
+        held: AtomicBool,
+    }
+
+    impl Gate {
+        fn new() -> (Self, std_mpsc::Receiver<()>, std_mpsc::Sender<()>) {
+            let (entered_tx, entered) = std_mpsc::channel();
+            let (release, release_rx) = std_mpsc::channel();
+            let gate =
+                Gate { entered: Mutex::new(entered_tx), release: Mutex::new(release_rx), held: AtomicBool::new(false) };
+            (gate, entered, release)
+        }
     }
 
     impl FilterPlugin for Gate {
@@ -500,20 +511,21 @@ mod tests {
             "Gate"
         }
         fn filter(&self, _: &PluginState, _: &PodInfo, _: &algorithms::NodeInfo) -> Status {
-            let _ = self.entered.lock().unwrap_or_else(|e| e.into_inner()).send(());
-            let _ = self.release.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(Duration::from_secs(10));
+            if !self.held.swap(true, Ordering::SeqCst) {
+                let _ = self.entered.lock().unwrap_or_else(|e| e.into_inner()).send(());
+                let _ = self.release.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(Duration::from_secs(10));
+            }
             Status::success()
         }
     }
 
-    #[test]
-    fn watch_events_are_applied_while_a_cycle_runs() {
-        let (entered_tx, entered) = std_mpsc::channel();
-        let (release, release_rx) = std_mpsc::channel();
-        let gate = Gate { entered: Mutex::new(entered_tx), release: Mutex::new(release_rx) };
+    /// A synced, leading scheduler whose only filter is `gate`, over `nodes` nodes, with
+    /// `pods` applied as the watch would.
+    fn gated(gate: Gate, nodes: usize, pods: &[k8s_openapi::api::core::v1::Pod]) -> (Arc<Shared>, Cycler) {
         let profile =
             Profile { scheduler_name: "custom-scheduler".into(), filters: vec![Arc::new(gate)], ..Default::default() };
-        let engine = Engine::new(vec![profile]);
+        let mut engine = Engine::new(vec![profile]);
+        engine.groups.upsert("default/train".into(), crate::gang::PodGroupSpec::with_min(16));
         let cycler = Cycler::new(&engine, 1);
         let shared = Arc::new(Shared::new(engine, Quota::per_second(NonZeroU32::MIN)));
         {
@@ -525,28 +537,82 @@ mod tests {
             st.synced_budgets = true;
             st.synced_storage = true;
             st.synced_pod_groups = true;
-            let node = NodeInfo::from_node(&NodeBuilder::new("a").build()).unwrap();
-            st.engine.cache.upsert_node(node);
-            let pod = PodBuilder::new("slow").scheduler("custom-scheduler").build();
-            st.apply_pod(&pod, Instant::now());
+            for i in 0..nodes {
+                let node = NodeInfo::from_node(&NodeBuilder::new(&format!("n{i}")).build()).unwrap();
+                st.engine.cache.upsert_node(node);
+            }
+            for pod in pods {
+                st.apply_pod(pod, Instant::now());
+            }
         }
         shared.leader.store(true, Ordering::SeqCst);
-        let (work_tx, mut work_rx) = mpsc::unbounded_channel();
-        let sh = shared.clone();
-        let thread = std::thread::spawn(move || scheduling_loop(sh, work_tx, cycler));
-        entered.recv_timeout(Duration::from_secs(10)).unwrap();
+        (shared, cycler)
+    }
 
-        // The cycle is inside its filter: the state is free for the informer.
+    /// While the cycle is held in its filter, 100 bound pods arrive through the watch:
+    /// none of them waits for the cycle.
+    fn watch_events_go_through(shared: &Shared, entered: &std_mpsc::Receiver<()>) {
+        entered.recv_timeout(Duration::from_secs(10)).unwrap();
         let started = Instant::now();
+        let before = shared.lock().engine.cache.pod_count();
         for i in 0..100 {
-            let pod = PodBuilder::new(&format!("bound-{i}")).node_name("a").build();
+            let pod = PodBuilder::new(&format!("bound-{i}")).node_name("n0").build();
             shared.lock().apply_pod(&pod, Instant::now());
         }
         assert!(started.elapsed() < Duration::from_secs(5), "the informer waited for the cycle");
-        assert_eq!(shared.lock().engine.cache.pod_count(), 100);
+        assert_eq!(shared.lock().engine.cache.pod_count(), before + 100);
+    }
+
+    #[test]
+    fn watch_events_are_applied_while_a_cycle_runs() {
+        let (gate, entered, release) = Gate::new();
+        let pod = PodBuilder::new("slow").scheduler("custom-scheduler").build();
+        let (shared, cycler) = gated(gate, 1, &[pod]);
+        let (work_tx, mut work_rx) = mpsc::unbounded_channel();
+        let sh = shared.clone();
+        let thread = std::thread::spawn(move || scheduling_loop(sh, work_tx, cycler));
+        watch_events_go_through(&shared, &entered);
         release.send(()).unwrap();
         let Some(Work::Bind(req)) = work_rx.blocking_recv() else { panic!("the pod was not scheduled") };
-        assert_eq!((req.pod.name.as_str(), req.node.as_str()), ("slow", "a"));
+        assert_eq!((req.pod.name.as_str(), req.node.as_str()), ("slow", "n0"));
+        shared.stopping.store(true, Ordering::SeqCst);
+        shared.wake();
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn watch_events_are_applied_while_a_gang_of_16_is_decided() {
+        let (gate, entered, release) = Gate::new();
+        let members: Vec<_> = (0..16)
+            .map(|i| {
+                PodBuilder::new(&format!("worker-{i}"))
+                    .scheduler("custom-scheduler")
+                    .label(crate::gang::POD_GROUP_LABEL, "train")
+                    .build()
+            })
+            .collect();
+        let (shared, cycler) = gated(gate, 4, &members);
+        let (work_tx, mut work_rx) = mpsc::unbounded_channel();
+        let sh = shared.clone();
+        let thread = std::thread::spawn(move || scheduling_loop(sh, work_tx, cycler));
+        watch_events_go_through(&shared, &entered);
+        // The members are taken from the queue while the group is decided.
+        assert_eq!(shared.lock().engine.queue.lengths().active, 0);
+        release.send(()).unwrap();
+        let mut bound = Vec::new();
+        while bound.len() < 16 {
+            match work_rx.blocking_recv() {
+                Some(Work::Bind(req)) => bound.push(req.pod.name.clone()),
+                Some(_) => {}
+                None => panic!("the scheduling loop stopped after {bound:?}"),
+            }
+        }
+        bound.sort();
+        let mut want: Vec<String> = (0..16).map(|i| format!("worker-{i}")).collect();
+        want.sort();
+        assert_eq!(bound, want);
+        // All 16 assumed, and the 100 pods that arrived meanwhile counted too.
+        assert_eq!(shared.lock().engine.cache.pod_count(), 116);
         shared.stopping.store(true, Ordering::SeqCst);
         shared.wake();
         thread.join().unwrap();

@@ -54,13 +54,22 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
             }
             continue;
         }
-        // A gang member: its whole group is decided at once, under the lock.
+        // A gang member: its whole group is decided at once, without the lock but to
+        // take the members from the queue and to assume them.
         if let Ok(attempt) = &begun
             && let Some((group, spec)) = st.engine.groups.gang_of(&attempt.queued.pod)
         {
             let api = crate::gang::api_of(&attempt.queued.pod);
             let Ok(attempt) = begun else { continue };
-            let cycles = cycler.schedule_group(&mut st.engine, attempt, &group, &spec, now);
+            let cycles = match cycler.begin_group(&mut st.engine, attempt, &group, &spec, now) {
+                Err(parked) => vec![*parked],
+                Ok(members) => {
+                    drop(st);
+                    let plan = cycler.evaluate_group(members);
+                    st = shared.lock();
+                    cycler.finish_group(&mut st.engine, plan, Instant::now())
+                }
+            };
             if !shared.is_leader() {
                 for cycle in &cycles {
                     give_back(&mut st.engine, cycle, now);
