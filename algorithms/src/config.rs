@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::features::FeatureGates;
 use crate::framework::{Profile, WeightedScore};
 use crate::plugins::registry::{self, ACCEPTED_WITHOUT_EFFECT};
 
@@ -70,6 +71,9 @@ pub struct SchedulerConfiguration {
     /// Extenders kube-scheduler calls; the extender reads its managed resources from here.
     #[serde(default)]
     pub extenders: Vec<ExtenderConfig>,
+    /// The feature gates (a command-line flag, not a field of the file).
+    #[serde(skip)]
+    pub feature_gates: FeatureGates,
 }
 
 /// An `extenders` entry (the fields this project uses).
@@ -224,7 +228,7 @@ impl SchedulerConfiguration {
         let profiles = if self.profiles.is_empty() { &defaults[..] } else { &self.profiles[..] };
         let mut out: Vec<Profile> = Vec::new();
         for p in profiles {
-            let built = build_profile(p, self.percentage_of_nodes_to_score)?;
+            let built = build_profile(p, self.percentage_of_nodes_to_score, self.feature_gates)?;
             if out.iter().any(|o| o.scheduler_name == built.scheduler_name) {
                 return Err(ConfigError::Invalid(format!("duplicate profile {:?}", built.scheduler_name)));
             }
@@ -236,8 +240,13 @@ impl SchedulerConfiguration {
 
 /// The default profile, as kube-scheduler's, under the given scheduler name.
 pub fn default_profile(scheduler_name: &str) -> Profile {
+    default_profile_with(scheduler_name, FeatureGates::default())
+}
+
+/// The default profile under the given feature gates.
+pub fn default_profile_with(scheduler_name: &str, gates: FeatureGates) -> Profile {
     let cfg = ProfileConfig { scheduler_name: Some(scheduler_name.to_string()), ..Default::default() };
-    build_profile(&cfg, None)
+    build_profile(&cfg, None, gates)
         .unwrap_or_else(|_| Profile { scheduler_name: scheduler_name.to_string(), ..Default::default() })
 }
 
@@ -273,7 +282,7 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
     }
 }
 
-fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, ConfigError> {
+fn build_profile(p: &ProfileConfig, global_pct: Option<u32>, gates: FeatureGates) -> Result<Profile, ConfigError> {
     let name = p.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string());
     let sets = [&p.plugins.multi_point, &p.plugins.filter, &p.plugins.score];
     for set in sets.into_iter().chain(p.plugins.other.values()) {
@@ -283,7 +292,7 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
     }
     let mut filters: Vec<(String, i64)> = registry::DEFAULT_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
     let mut scores: Vec<(String, i64)> = registry::DEFAULT_SCORES.iter().map(|(n, w)| (n.to_string(), *w)).collect();
-    if crate::features::storage_capacity_scoring() {
+    if gates.storage_capacity_scoring {
         // kube-scheduler's default profile scores VolumeBinding (weight 1) after
         // NodeResourcesFit once the feature is on.
         scores.insert(3, (crate::plugins::volume_binding::NAME.to_string(), 1));
@@ -327,7 +336,7 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>) -> Result<Profile, 
         if let Some(b) = cache.get(n) {
             return Ok(b.clone());
         }
-        let b = registry::build(n, args.get(n).copied())
+        let b = registry::build(n, args.get(n).copied(), gates)
             .map_err(|source| ConfigError::Args { profile: name.clone(), source })?;
         cache.insert(n.to_string(), b.clone());
         Ok(b)

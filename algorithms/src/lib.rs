@@ -5,6 +5,8 @@
 //! [`Snapshot`] of nodes is what one scheduling cycle reads; a [`Profile`] lists
 //! the filter and score plugins that [`framework::evaluate`] runs over it.
 
+pub mod budgets;
+pub mod builders;
 pub mod config;
 pub mod events;
 pub mod features;
@@ -22,7 +24,6 @@ pub mod resource;
 pub mod snapshot;
 pub mod status;
 pub mod taints;
-pub mod testing;
 pub mod volumes;
 
 pub use framework::{Evaluation, Profile};

@@ -291,7 +291,7 @@ mod tests {
         let err = pod_requests(&spec(vec![container("web", Some("-1500m"), None, false)], vec![])).unwrap_err();
         assert_eq!((err.container.as_str(), err.resource.as_str()), ("web", "cpu"));
         assert!(err.to_string().contains("must be greater than or equal to 0"), "{err}");
-        let node = crate::testing::NodeBuilder::new("n").capacity("-4", "1Gi", "10").build();
+        let node = crate::builders::NodeBuilder::new("n").capacity("-4", "1Gi", "10").build();
         let err = crate::NodeInfo::from_node(&node).unwrap_err();
         assert!(err.to_string().contains("must be greater than or equal to 0"), "{err}");
         assert!(pod_requests(&spec(vec![container("web", Some("0"), None, false)], vec![])).is_ok());

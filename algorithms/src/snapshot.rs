@@ -26,7 +26,7 @@ pub struct Snapshot {
     /// Indexes of nodes with at least one pod with required anti-affinity.
     pub with_required_anti_affinity: Vec<usize>,
     /// PodDisruptionBudgets, for preemption.
-    pub budgets: Arc<Vec<crate::preemption::Budget>>,
+    pub budgets: Arc<Vec<crate::budgets::Budget>>,
     /// Pods nominated to a node by preemption, by node name.
     pub nominated: Arc<HashMap<String, Vec<Arc<crate::pod_info::PodInfo>>>>,
     /// Cluster objects beyond nodes and pods (claims, volumes, storage classes, CSI

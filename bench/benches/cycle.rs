@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use algorithms::config::default_profile;
 use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
-use algorithms::testing::{NodeBuilder, PodBuilder};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;

@@ -1,7 +1,7 @@
 //! Extender filter and prioritize for one pod over 5,000 nodes sent as a full NodeList.
 
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use algorithms::config::default_profile;
-use algorithms::testing::{NodeBuilder, PodBuilder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use extender::Extender;
 use extender::handlers::{filter, prioritize};

@@ -5,8 +5,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term, node_term};
 use algorithms::config::default_profile;
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use criterion::{Criterion, criterion_group, criterion_main};
 use scheduler::cache::Cache;

@@ -4,11 +4,11 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use algorithms::config::default_profile;
 use algorithms::framework::PostFilterResult;
 use algorithms::framework::{EvaluateOptions, evaluate};
 use algorithms::preemption::{PreemptionArgs, preempt};
-use algorithms::testing::{NodeBuilder, PodBuilder};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;

@@ -21,7 +21,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use algorithms::testing::{NodeBuilder, PodBuilder};
+    use algorithms::builders::{NodeBuilder, PodBuilder};
 
     fn node_with_used(total: &str, used: &str) -> NodeInfo {
         let mut n = NodeInfo::from_node(&NodeBuilder::new("n").resource("nvidia.com/gpu", total).build()).unwrap();

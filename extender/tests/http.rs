@@ -79,7 +79,7 @@ async fn stateless_filter_agrees_with_node_local_filters() {
     let pod = PodInfo::from_pod(&serde_json::from_value(body["Pod"].clone()).unwrap()).unwrap();
     let nodes: Vec<_> =
         body["Nodes"]["items"].as_array().unwrap().iter().map(|n| serde_json::from_value(n.clone()).unwrap()).collect();
-    let snap = algorithms::testing::snapshot(&nodes, &[]);
+    let snap = algorithms::builders::snapshot(&nodes, &[]);
     let ev = algorithms::framework::filter_nodes(&default_profile("custom-scheduler"), &pod, &snap);
     let want: BTreeSet<String> = ev.feasible.iter().map(|&i| snap.nodes[i].name.clone()).collect();
     let got: BTreeSet<String> = r["Nodes"]["items"]
@@ -146,7 +146,7 @@ impl DumpCluster {
             .map(|i| serde_json::from_value(i.clone()).unwrap())
             .collect();
         let _ = NodeInfo::default();
-        DumpCluster { snap: Arc::new(algorithms::testing::snapshot(&nodes, &pods)), bound: Default::default() }
+        DumpCluster { snap: Arc::new(algorithms::builders::snapshot(&nodes, &pods)), bound: Default::default() }
     }
 }
 

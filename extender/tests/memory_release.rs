@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use algorithms::config::default_profile;
-use algorithms::testing::{NodeBuilder, PodBuilder};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use extender::{Extender, router};

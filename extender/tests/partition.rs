@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use algorithms::config::default_profile;
-use algorithms::testing::{NodeBuilder, PodBuilder};
 use extender::Extender;
 use extender::handlers::{filter, prioritize};
 use extender::types::{ExtenderArgs, NodeList};

@@ -370,7 +370,7 @@ mod reservations;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+    use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
 
     fn node(name: &str) -> NodeInfo {
         NodeInfo::from_node(&NodeBuilder::new(name).build()).unwrap()

@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use algorithms::Profile;
-use algorithms::config::{ConfigError, DEFAULT_SCHEDULER_NAME, SchedulerConfiguration, default_profile};
+use algorithms::config::{ConfigError, DEFAULT_SCHEDULER_NAME, SchedulerConfiguration, default_profile_with};
+use algorithms::features::FeatureGates;
 use thiserror::Error;
 
 /// A configuration file that cannot be used.
@@ -53,12 +54,18 @@ pub fn load(path: &Path) -> Result<SchedulerConfiguration, ConfigFileError> {
     parse(&text, &p)
 }
 
-/// Profiles from an optional configuration file; the default profile without one.
-pub fn profiles(path: Option<&Path>) -> Result<(SchedulerConfiguration, Vec<Profile>), ConfigFileError> {
+/// Profiles from an optional configuration file under the given feature gates; the
+/// default profile without one.
+pub fn profiles(
+    path: Option<&Path>,
+    gates: FeatureGates,
+) -> Result<(SchedulerConfiguration, Vec<Profile>), ConfigFileError> {
     let Some(path) = path else {
-        return Ok((SchedulerConfiguration::default(), vec![default_profile(DEFAULT_SCHEDULER_NAME)]));
+        let cfg = SchedulerConfiguration { feature_gates: gates, ..Default::default() };
+        return Ok((cfg, vec![default_profile_with(DEFAULT_SCHEDULER_NAME, gates)]));
     };
-    let cfg = load(path)?;
+    let mut cfg = load(path)?;
+    cfg.feature_gates = gates;
     let profiles =
         cfg.build_profiles().map_err(|source| ConfigFileError::Invalid { path: path.display().to_string(), source })?;
     Ok((cfg, profiles))

@@ -463,7 +463,7 @@ fn after_preemption(
 mod tests {
     use super::*;
     use algorithms::NodeInfo;
-    use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+    use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
 
     fn engine_with_nodes(profile: Profile, n: usize) -> (Engine, Cycler) {
         let mut engine = Engine::new(vec![profile]);

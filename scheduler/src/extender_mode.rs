@@ -50,6 +50,8 @@ pub struct ExtenderOptions {
     pub max_connections: usize,
     /// Nodes one filter or prioritize request may carry.
     pub max_nodes: usize,
+    /// kube-scheduler feature gates.
+    pub feature_gates: algorithms::features::FeatureGates,
 }
 
 /// Why the extender could not start.
@@ -161,7 +163,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ExtenderError> {
     algorithms::status::set_details_enabled(false);
-    let (cfg, profiles) = config_file::profiles(opts.config.as_deref()).map_err(RunError::from)?;
+    let (cfg, profiles) = config_file::profiles(opts.config.as_deref(), opts.feature_gates).map_err(RunError::from)?;
     let mut profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
     // kube-scheduler, which calls the extender, runs the volume plugins itself with the
     // claims and volumes it watches; the extender does not watch them.

@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn pods_find_their_group_through_either_api() {
-        use algorithms::testing::PodBuilder;
+        use algorithms::builders::PodBuilder;
         let spec = |min| PodGroupSpec { min_member: min, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT };
         let mut groups = Groups::default();
         groups.upsert("default/a".into(), spec(2));

@@ -3,6 +3,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use algorithms::features::FeatureGates;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use scheduler::cluster::{self, ClusterObjects};
@@ -181,13 +182,14 @@ fn init_logging(format: LogFormat, server: bool) {
 fn main() {
     let cli = Cli::parse();
     init_logging(cli.log_format, matches!(cli.command, Command::Run { .. } | Command::Extender { .. }));
-    if let Some(gates) = &cli.feature_gates
-        && let Err(e) = algorithms::features::set(gates)
-    {
-        eprintln!("error: --feature-gates: {e}");
-        std::process::exit(1);
-    }
-    if let Err(e) = dispatch(cli.command) {
+    let gates = match algorithms::features::FeatureGates::parse(cli.feature_gates.as_deref().unwrap_or_default()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: --feature-gates: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = dispatch(cli.command, gates) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
@@ -229,7 +231,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the async runtime")
 }
 
-fn dispatch(cmd: Command) -> Result<()> {
+fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
     match cmd {
         Command::Run { kubeconfig, config, listen, leader_elect, bind_concurrency, identity: id, summary_interval } => {
             let opts = scheduler::run::RunOptions {
@@ -241,6 +243,7 @@ fn dispatch(cmd: Command) -> Result<()> {
                 identity: identity(id),
                 seed: rand_seed(),
                 summary_interval,
+                feature_gates: gates,
             };
             runtime()?.block_on(scheduler::run::run(opts, shutdown_signal()))?;
             Ok(())
@@ -271,6 +274,7 @@ fn dispatch(cmd: Command) -> Result<()> {
                 request_timeout,
                 max_connections,
                 max_nodes,
+                feature_gates: gates,
             };
             runtime()?.block_on(scheduler::extender_mode::serve(opts, shutdown_signal()))?;
             Ok(())
@@ -288,17 +292,17 @@ fn dispatch(cmd: Command) -> Result<()> {
             churn_per_second,
             report,
         } => {
-            let sim = SimFlags { output, seed, no_equivalence_cache, report, config: config.clone() };
+            let sim = SimFlags { output, seed, no_equivalence_cache, report, config: config.clone(), gates };
             match workload {
                 Some(name) => {
-                    let churn = churn_per_second.or_else(|| bench::workloads::churn_rate(&name));
+                    let churn = churn_per_second.or_else(|| scheduler::synthetic::workloads::churn_rate(&name));
                     run_workload(&name, (nodes, pods), churn, &sim)
                 }
                 None => run_simulate(cluster.as_deref(), write.as_deref(), &sim),
             }
         }
         Command::Explain { cluster, pod, config, output, seed, report } => {
-            run_explain(&cluster, &pod, config.as_deref(), output, seed, report.as_deref())
+            run_explain(&cluster, &pod, (config.as_deref(), gates), output, seed, report.as_deref())
         }
     }
 }
@@ -308,7 +312,7 @@ fn rand_seed() -> u64 {
 }
 
 fn demo_objects(seed: u64) -> ClusterObjects {
-    let g = bench::demo::demo_cluster(seed);
+    let g = scheduler::synthetic::demo::demo_cluster(seed);
     ClusterObjects {
         nodes: g.nodes,
         pods: g.pods,
@@ -323,7 +327,7 @@ fn demo_objects(seed: u64) -> ClusterObjects {
 
 fn run_simulate(cluster: Option<&Path>, write: Option<&Path>, sim: &SimFlags) -> Result<()> {
     let (output, seed) = (sim.output, sim.seed);
-    let (_, profiles) = config_file::profiles(sim.config.as_deref())?;
+    let (_, profiles) = config_file::profiles(sim.config.as_deref(), sim.gates)?;
     let (objects, source) = match cluster {
         Some(p) => (cluster::load_file(p)?, p.display().to_string()),
         None => (demo_objects(seed), "built-in demo cluster".to_string()),
@@ -351,6 +355,7 @@ struct SimFlags {
     no_equivalence_cache: bool,
     report: Option<PathBuf>,
     config: Option<PathBuf>,
+    gates: FeatureGates,
 }
 
 impl SimFlags {
@@ -385,7 +390,7 @@ fn run_workload(
     sim: &SimFlags,
 ) -> Result<()> {
     let output = sim.output;
-    let (_, profiles) = config_file::profiles(sim.config.as_deref())?;
+    let (_, profiles) = config_file::profiles(sim.config.as_deref(), sim.gates)?;
     // Pods are parsed as they are generated, so large workloads never hold every API object.
     let mut init: Vec<algorithms::PodInfo> = Vec::new();
     let mut measured: Vec<algorithms::PodInfo> = Vec::new();
@@ -398,9 +403,10 @@ fn run_workload(
             Err(e) => bad = Some(e),
         };
     let mut init_sink = Vec::new();
-    let generated = bench::workloads::generate(name, nodes, pods, |p| init_sink.push(p), |p| keep(&mut measured, p));
+    let generated =
+        scheduler::synthetic::workloads::generate(name, nodes, pods, |p| init_sink.push(p), |p| keep(&mut measured, p));
     let Some(w) = generated else {
-        let names: Vec<&str> = bench::workloads::WORKLOADS.iter().map(|w| w.0).collect();
+        let names: Vec<&str> = scheduler::synthetic::workloads::WORKLOADS.iter().map(|w| w.0).collect();
         bail!("unknown workload {name:?}; known: {}", names.join(", "));
     };
     for p in init_sink {
@@ -433,7 +439,7 @@ fn run_workload(
         simulate::Churn {
             per_second,
             step: Box::new(move |k| {
-                let step = bench::workloads::churn_step(node_count, init_count, k);
+                let step = scheduler::synthetic::workloads::churn_step(node_count, init_count, k);
                 Some(simulate::ChurnStep {
                     node: algorithms::NodeInfo::from_node(&step.node).ok(),
                     leaving: step.leaving,
@@ -516,12 +522,12 @@ fn load_pod(spec: &str, parsed: &cluster::ParsedCluster) -> Result<algorithms::P
 fn run_explain(
     cluster_path: &Path,
     pod: &str,
-    config: Option<&Path>,
+    (config, gates): (Option<&Path>, FeatureGates),
     output: Output,
     seed: u64,
     report_path: Option<&Path>,
 ) -> Result<()> {
-    let (_, profiles) = config_file::profiles(config)?;
+    let (_, profiles) = config_file::profiles(config, gates)?;
     let objects = cluster::load_file(cluster_path)?;
     let mut parsed = cluster::parse_cluster(&objects, &cluster_path.display().to_string())?;
     let mut pod = load_pod(pod, &parsed)?;
@@ -547,7 +553,7 @@ fn run_explain(
             .nodes
             .iter()
             .map(|n| {
-                let zone = n.labels.get(scheduler::report::detail::ZONE_LABEL).cloned().unwrap_or_default();
+                let zone = n.labels.get(scheduler::detail::ZONE_LABEL).cloned().unwrap_or_default();
                 (n.name.clone(), zone)
             })
             .collect();

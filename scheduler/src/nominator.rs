@@ -71,7 +71,7 @@ impl Nominator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::testing::PodBuilder;
+    use algorithms::builders::PodBuilder;
 
     fn pod(name: &str, prio: i32) -> Arc<PodInfo> {
         Arc::new(PodInfo::from_pod(&PodBuilder::new(name).priority(prio).build()).unwrap())

@@ -346,7 +346,7 @@ impl SchedulingQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::testing::PodBuilder;
+    use algorithms::builders::PodBuilder;
 
     fn pod(name: &str, priority: i32, created: i128) -> Arc<PodInfo> {
         let mut p = PodBuilder::new(name).priority(priority).info();

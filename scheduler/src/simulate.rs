@@ -77,7 +77,7 @@ pub struct SimulationReport {
     pub claims: BTreeMap<String, String>,
     /// Per-node and per-pod detail, when [`SimulateOptions::detail`] asked for it.
     #[serde(skip)]
-    pub detail: Option<crate::report::RunDetail>,
+    pub detail: Option<crate::detail::RunDetail>,
 }
 
 /// One preemption: the pod that preempted, the node and the pods evicted there.
@@ -375,8 +375,8 @@ pub fn run_churned(
     if opts.detail {
         let mut snap = algorithms::Snapshot::default();
         engine.cache.update_snapshot(&mut snap);
-        let resources = crate::report::detail::resources(snap.nodes.iter().map(|n| &**n));
-        before = Some((crate::report::detail::requested(&snap, &resources), resources));
+        let resources = crate::detail::resources(snap.nodes.iter().map(|n| &**n));
+        before = Some((crate::detail::requested(&snap, &resources), resources));
     }
     for pod in pending {
         let pod = Arc::new(pod);
@@ -423,14 +423,8 @@ pub fn run_churned(
     if let Some((before, resources)) = before {
         let mut snap = algorithms::Snapshot::default();
         engine.cache.update_snapshot(&mut snap);
-        report.detail = Some(crate::report::detail::collect(
-            &engine.profiles,
-            &snap,
-            &before,
-            resources,
-            &report.failures,
-            &pods_by_key,
-        ));
+        report.detail =
+            Some(crate::detail::collect(&engine.profiles, &snap, &before, resources, &report.failures, &pods_by_key));
     }
     report
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder};
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use common::fake_api::{FakeApi, Kind};
 use scheduler::extender_mode::{ExtenderOptions, serve};
 use serde_json::{Value, json};
@@ -60,6 +60,7 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
         request_timeout: Duration::from_secs(2),
         max_connections: 4,
         max_nodes: 3,
+        feature_gates: Default::default(),
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
 use algorithms::config::default_profile;
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
 use scheduler::cluster::{ClusterObjects, parse_cluster};
 use scheduler::gang::{POD_GROUP_LABEL, PodGroupSpec};
 use scheduler::simulate::{SimulateOptions, SimulationReport, run};

@@ -9,7 +9,7 @@ mod realapi;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder};
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use realapi::{OurExtender, events_about, plane, pod_scheduled};
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ mod realapi;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder};
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};

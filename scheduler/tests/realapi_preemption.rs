@@ -9,7 +9,7 @@ mod realapi;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder};
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;

@@ -8,7 +8,7 @@ mod realapi;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term, node_term};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use realapi::{Ours, events_about, plane, pod_scheduled};
 use testing::api::{self, node_of};

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, Patch, PatchParams, PostParams};

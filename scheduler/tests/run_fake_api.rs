@@ -6,7 +6,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term};
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
 use common::fake_api::{FakeApi, Kind};
 use scheduler::run::{RunOptions, run};
 use serde_json::{Value, json};
@@ -62,6 +62,7 @@ fn start(api: &FakeApi, config: Option<&str>, identity: &str) -> (Running, std::
         identity: identity.to_string(),
         seed: 1,
         summary_interval: Duration::from_secs(30),
+        feature_gates: Default::default(),
     };
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

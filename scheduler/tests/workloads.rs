@@ -4,9 +4,9 @@
 
 use algorithms::PodInfo;
 use algorithms::config::default_profile;
-use bench::workloads::{WORKLOADS, workload};
 use scheduler::cluster::{ClusterObjects, parse_cluster};
 use scheduler::simulate::{SimulateOptions, SimulationReport, run_phased};
+use scheduler::synthetic::workloads::{WORKLOADS, workload};
 
 /// A workload at 120 nodes and 300 measured pods: the parsed cluster (measured pods
 /// pending) and the initial pods.
@@ -76,8 +76,8 @@ fn every_workload_places_the_same_pods_with_and_without_the_cache() {
 /// SchedulingChurn with every churn step due before the first cycle, so the outcome is
 /// deterministic: 40 steps update 40 nodes, delete the initial pods and add 40 pods.
 fn churned(no_cache: bool) -> SimulationReport {
-    use bench::workloads::churn_step;
     use scheduler::simulate::{Churn, ChurnStep, run_churned};
+    use scheduler::synthetic::workloads::churn_step;
     let (parsed, init) = prepared("SchedulingChurn");
     let init_count = init.len();
     let churn = Churn {
@@ -205,7 +205,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
 /// Step `k` of the churn of the test above.
 fn churn(snap: &mut algorithms::Snapshot, placed: &mut Vec<(usize, String, String)>, k: usize) {
     use algorithms::NodeInfo;
-    use algorithms::testing::NodeBuilder;
+    use algorithms::builders::NodeBuilder;
     use std::sync::Arc;
     const MB: i64 = 1024 * 1024;
     let n = snap.nodes.len();

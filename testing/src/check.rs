@@ -361,7 +361,7 @@ fn spread(nodes: &[Node], bound: &[(&Pod, &Node)], errors: &mut Vec<String>) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
+    use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term, node_term};
 
     const ZONE: &str = "topology.kubernetes.io/zone";
 

@@ -311,8 +311,8 @@ fn run_filters_suffix(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builders::{NodeBuilder, PodBuilder, snapshot};
     use crate::config::default_profile;
-    use crate::testing::{NodeBuilder, PodBuilder, snapshot};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 

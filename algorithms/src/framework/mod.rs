@@ -197,3 +197,15 @@ impl std::fmt::Debug for Profile {
             .finish()
     }
 }
+
+/// The hint of a node-local filter for node events: retry after a new node the pod passes,
+/// or an updated node it passes now and did not before. `None` for pod events.
+pub fn node_hint(plugin: &dyn FilterPlugin, pod: &PodInfo, event: &ClusterEvent) -> Option<QueueingHint> {
+    let passes = |n: &NodeInfo| plugin.filter(&PluginState::none(), pod, n).is_success();
+    match event {
+        ClusterEvent::NodeAdded(n) => Some(QueueingHint::from_bool(passes(n))),
+        ClusterEvent::NodeUpdated { old, new } => Some(QueueingHint::from_bool(passes(new) && !passes(old))),
+        ClusterEvent::NodeDeleted(_) => Some(QueueingHint::Skip),
+        _ => None,
+    }
+}

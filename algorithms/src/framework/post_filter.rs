@@ -135,7 +135,7 @@ mod tests {
             post_filters: plugins.into_iter().map(|r| Arc::new(Fixed("P", r)) as Arc<dyn PostFilterPlugin>).collect(),
             ..Default::default()
         };
-        let pod = crate::testing::PodBuilder::new("p").info();
+        let pod = crate::builders::PodBuilder::new("p").info();
         run_post_filters(
             &profile,
             &pod,
@@ -168,7 +168,7 @@ mod tests {
         let dra = || {
             vec![DynamicResources.post_filter(
                 &Profile::default(),
-                &crate::testing::PodBuilder::new("p").info(),
+                &crate::builders::PodBuilder::new("p").info(),
                 &mut Snapshot::default(),
                 &Evaluation::default(),
                 &mut <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(0),
@@ -181,7 +181,7 @@ mod tests {
         let rejected =
             Evaluation { prefilter_rejection: Some(Status::unresolvable("no")), num_nodes: 2, ..Default::default() };
         let mut snap = Snapshot::default();
-        let pod = crate::testing::PodBuilder::new("p").info();
+        let pod = crate::builders::PodBuilder::new("p").info();
         let out = DynamicResources.post_filter(
             &Profile::default(),
             &pod,

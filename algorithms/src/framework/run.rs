@@ -577,7 +577,7 @@ mod tests {
 
     #[test]
     fn a_share_of_nodes_is_searched_from_the_start_index_round_the_end() {
-        use crate::testing::{NodeBuilder, PodBuilder, snapshot};
+        use crate::builders::{NodeBuilder, PodBuilder, snapshot};
         let nodes: Vec<_> = (0..500).map(|i| NodeBuilder::new(&format!("n{i}")).build()).collect();
         let snap = snapshot(&nodes, &[]);
         let mut profile = crate::config::default_profile("custom-scheduler");

@@ -103,7 +103,7 @@ impl ScorePlugin for BalancedAllocation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{NodeBuilder, PodBuilder, score_all, snapshot};
+    use crate::builders::{NodeBuilder, PodBuilder, score_all, snapshot};
     use k8s_openapi::api::core::v1 as core;
 
     fn node(name: &str, cpu: &str, mem: &str) -> NodeBuilder {

@@ -135,7 +135,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::testing::{NodeBuilder, PodBuilder};
+    use crate::builders::{NodeBuilder, PodBuilder};
 
     const GPU: &str = "nvidia.com/gpu";
 

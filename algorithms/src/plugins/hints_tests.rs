@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use crate::builders::{NodeBuilder, PodBuilder, affinity_term, node_term};
 use crate::config::default_profile;
 use crate::events::{ClusterEvent, QueueingHint};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
-use crate::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
 
 fn node(b: NodeBuilder) -> Arc<NodeInfo> {
     Arc::new(NodeInfo::from_node(&b.build()).unwrap_or_default())

@@ -53,7 +53,7 @@ impl ScorePlugin for ImageLocality {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{NodeBuilder, PodBuilder, score_all, snapshot};
+    use crate::builders::{NodeBuilder, PodBuilder, score_all, snapshot};
 
     #[test]
     fn image_locality_table() {

@@ -4,7 +4,8 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use crate::events::{ClusterEvent, QueueingHint, node_hint};
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::node_hint;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::{NodeSelector, NodeSelectorTerm, Operator, parse_term};
 use crate::node_info::NodeInfo;

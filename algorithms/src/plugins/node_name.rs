@@ -1,6 +1,7 @@
 //! NodeName: a pod with `spec.nodeName` fits only that node.
 
-use crate::events::{ClusterEvent, QueueingHint, node_hint};
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::node_hint;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -47,8 +48,8 @@ impl FilterPlugin for NodeName {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builders::{NodeBuilder, PodBuilder, filter_one};
     use crate::status::Code;
-    use crate::testing::{NodeBuilder, PodBuilder, filter_one};
 
     #[test]
     fn node_name_table() {

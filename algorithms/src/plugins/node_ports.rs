@@ -1,6 +1,7 @@
 //! NodePorts: a pod's host ports must be free on the node.
 
-use crate::events::{ClusterEvent, QueueingHint, node_hint};
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::node_hint;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -56,8 +57,8 @@ impl FilterPlugin for NodePorts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builders::{NodeBuilder, PodBuilder, filter_one};
     use crate::status::Code;
-    use crate::testing::{NodeBuilder, PodBuilder, filter_one};
 
     fn pod_with(ports: &[(&str, &str, i32)]) -> PodBuilder {
         let mut b = PodBuilder::new("p");

@@ -4,7 +4,8 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::events::{ClusterEvent, QueueingHint, node_hint};
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::node_hint;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;

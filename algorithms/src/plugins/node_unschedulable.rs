@@ -1,6 +1,7 @@
 //! NodeUnschedulable: cordoned nodes take only pods tolerating the unschedulable taint.
 
-use crate::events::{ClusterEvent, QueueingHint, node_hint};
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::node_hint;
 use crate::framework::{FilterPlugin, PluginState};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -47,8 +48,8 @@ impl FilterPlugin for NodeUnschedulable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builders::{NodeBuilder, PodBuilder, filter_one};
     use crate::status::Code;
-    use crate::testing::{NodeBuilder, PodBuilder, filter_one};
 
     #[test]
     fn node_unschedulable_table() {

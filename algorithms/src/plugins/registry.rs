@@ -21,6 +21,7 @@ use super::taint_toleration::{self, TaintToleration};
 use super::volume_binding::{self, VolumeBinding};
 use super::volume_restrictions::{self, VolumeRestrictions};
 use super::volume_zone::{self, VolumeZone};
+use crate::features::FeatureGates;
 use crate::framework::{FilterPlugin, PermitPlugin, PostFilterPlugin, PreBindPlugin, ReservePlugin, ScorePlugin};
 use crate::preemption::{self, DefaultPreemption, PreemptionArgs};
 
@@ -104,9 +105,7 @@ pub fn has_pre_bind(name: &str) -> bool {
 
 /// Whether the plugin has a Score extension point.
 pub fn has_score(name: &str) -> bool {
-    DEFAULT_SCORES.iter().any(|(n, _)| *n == name)
-        || OPTIONAL_SCORES.contains(&name)
-        || (name == volume_binding::NAME && crate::features::storage_capacity_scoring())
+    DEFAULT_SCORES.iter().any(|(n, _)| *n == name) || OPTIONAL_SCORES.contains(&name) || name == volume_binding::NAME
 }
 
 /// A plugin built from its args, one object shared by all its roles.
@@ -158,8 +157,8 @@ fn both<T: FilterPlugin + ScorePlugin + 'static>(p: T) -> Built {
     Built { filter: Some(p.clone()), score: Some(p), ..Default::default() }
 }
 
-/// Builds a plugin by name with optional args (JSON).
-pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, ArgsError> {
+/// Builds a plugin by name with optional args (JSON), under the given feature gates.
+pub fn build(name: &str, args: Option<&serde_json::Value>, gates: FeatureGates) -> Result<Built, ArgsError> {
     Ok(match name {
         node_unschedulable::NAME => Built::filter(NodeUnschedulable),
         node_name::NAME => Built::filter(NodeName),
@@ -174,7 +173,8 @@ pub fn build(name: &str, args: Option<&serde_json::Value>) -> Result<Built, Args
         node_volume_limits::NAME => Built::filter(NodeVolumeLimits),
         volume_zone::NAME => Built::filter(VolumeZone),
         volume_binding::NAME => {
-            let p = Arc::new(VolumeBinding::new(parse(name, args)?).map_err(|e| ArgsError::new(name, e))?);
+            let vb = VolumeBinding::new(parse(name, args)?, gates.storage_capacity_scoring);
+            let p = Arc::new(vb.map_err(|e| ArgsError::new(name, e))?);
             let score: Option<Arc<dyn ScorePlugin>> = p.shape.is_some().then(|| p.clone() as Arc<dyn ScorePlugin>);
             Built { filter: Some(p.clone()), score, reserve: Some(p.clone()), pre_bind: Some(p), ..Default::default() }
         }

@@ -1,6 +1,7 @@
 //! TaintToleration: hard taints filter, PreferNoSchedule taints lower the score.
 
-use crate::events::{ClusterEvent, QueueingHint, node_hint};
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::node_hint;
 use crate::framework::{FilterPlugin, PluginState, ScorePlugin, default_normalize};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -81,8 +82,8 @@ impl ScorePlugin for TaintToleration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builders::{NodeBuilder, PodBuilder, filter_one, score_all, snapshot};
     use crate::status::Code;
-    use crate::testing::{NodeBuilder, PodBuilder, filter_one, score_all, snapshot};
 
     #[test]
     fn filter_table() {

@@ -9,14 +9,13 @@
 //! tie-breaks. The result is a candidate to act on, or PostFilter's message.
 //! [`DefaultPreemption`] is the PostFilter plugin that runs it.
 
-mod budgets;
 mod victims;
 
 use std::collections::BTreeMap;
 
 use rand::{Rng, RngCore};
 
-pub use budgets::Budget;
+pub use crate::budgets::Budget;
 pub use victims::{Judge, select_victims, select_victims_with};
 
 pub use crate::framework::Candidate;

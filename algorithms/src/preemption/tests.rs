@@ -9,9 +9,9 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, snapshot};
 use crate::config::default_profile;
 use crate::framework::{EvaluateOptions, evaluate};
-use crate::testing::{NodeBuilder, PodBuilder, snapshot};
 
 const NEG: i32 = -100;
 const LOW: i32 = 0;
@@ -86,7 +86,7 @@ fn message(out: &PostFilterResult) -> String {
 }
 
 fn budget(app: &str, allowed: i32, disrupted: &[&str]) -> Budget {
-    let sel = crate::testing::label_selector(&[("app", app)]);
+    let sel = crate::builders::label_selector(&[("app", app)]);
     Budget {
         namespace: "default".into(),
         selector: crate::labels::LabelSelector::parse(&sel).ok(),
@@ -456,7 +456,7 @@ fn victims_on(
 
 #[test]
 fn existing_anti_affinity_is_resolved_by_evicting_its_pod() {
-    use crate::testing::affinity_term;
+    use crate::builders::affinity_term;
     let nodes = [labelled("node1", "z"), labelled("node2", "z")];
     let pods = [
         on(

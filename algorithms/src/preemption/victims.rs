@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::budgets::split_by_budgets;
 use super::{NO_VICTIMS, more_important};
+use crate::budgets::split_by_budgets;
 use crate::framework::run::{Allowed, filter_with_nominated, outside_allowed, pre_filter_all};
 use crate::framework::{Evaluation, PluginState, Profile};
 use crate::node_info::{NodeInfo, next_generation};

@@ -1,11 +1,11 @@
 //! Volumes: the storage objects the volume plugins read, the volumes of pods, and the
 //! shared store that holds the objects with the bindings the scheduler assumed.
 
+pub mod builders;
 pub mod migration;
 pub mod objects;
 pub mod pod;
 pub mod store;
-pub mod testing;
 
 pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume, VolumeHandle};
 pub use pod::{Disk, PodClaim, PodVolumes};

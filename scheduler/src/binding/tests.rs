@@ -5,10 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use algorithms::builders::{NodeBuilder, PodBuilder};
 use algorithms::framework::{ApiWrite, Permit, PermitPlugin, PreBindPlugin, Progress, ReservePlugin, Reserved};
 use algorithms::objects::ClusterObjects;
-use algorithms::testing::{NodeBuilder, PodBuilder};
-use algorithms::volumes::testing::{GI, class, sized_claim};
+use algorithms::volumes::builders::{GI, class, sized_claim};
 use algorithms::{NodeInfo, PodInfo, Status};
 
 use super::memory::{MemoryApi, MemoryHost};

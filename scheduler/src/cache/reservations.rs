@@ -74,8 +74,8 @@ impl Cache {
 
 #[cfg(test)]
 mod tests {
-    use algorithms::testing::{NodeBuilder, PodBuilder};
-    use algorithms::volumes::testing::{GI, class, sized_claim, volume};
+    use algorithms::builders::{NodeBuilder, PodBuilder};
+    use algorithms::volumes::builders::{GI, class, sized_claim, volume};
     use algorithms::{NodeInfo, PodInfo, Status};
 
     use super::*;

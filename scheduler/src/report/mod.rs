@@ -1,7 +1,6 @@
 //! Self-contained HTML reports of `simulate` and `explain`: utilization heatmaps, pending
 //! pods by reason, placements and per-node verdicts, readable in any browser offline.
 
-pub mod detail;
 mod explain_page;
 pub mod heatmap;
 mod page;
@@ -10,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use maud::{Markup, html};
 
-pub use detail::RunDetail;
+pub use crate::detail::RunDetail;
 pub use explain_page::explain_html;
 
 use crate::simulate::SimulationReport;

@@ -87,6 +87,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// Interval of the summary line in the logs.
     pub summary_interval: Duration,
+    /// kube-scheduler feature gates.
+    pub feature_gates: algorithms::features::FeatureGates,
 }
 
 /// Cache, queue and sync state, behind one mutex.
@@ -269,7 +271,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 /// Runs the scheduler until `shutdown` completes.
 pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<(), RunError> {
     algorithms::status::set_details_enabled(false);
-    let (cfg, profiles) = config_file::profiles(opts.config.as_deref())?;
+    let (cfg, profiles) = config_file::profiles(opts.config.as_deref(), opts.feature_gates)?;
     let kubeconfig = opts.kubeconfig.clone().or_else(|| cfg.client_connection.kubeconfig.clone().map(PathBuf::from));
     let client = make_client(kubeconfig.as_deref()).await?;
     let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
@@ -484,8 +486,8 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use algorithms::builders::{NodeBuilder, PodBuilder};
     use algorithms::framework::{FilterPlugin, PluginState};
-    use algorithms::testing::{NodeBuilder, PodBuilder};
     use algorithms::{NodeInfo, Profile, Status};
     use std::sync::mpsc as std_mpsc;
 

@@ -3,10 +3,10 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1 as core;
 
 use super::*;
-use crate::status::Code;
-use crate::testing::{
+use crate::builders::{
     NodeBuilder, PodBuilder, expr_selector, filter_all, score_all, snapshot, snapshot_with_namespaces,
 };
+use crate::status::Code;
 
 fn term(key: &str, op: &str, values: &[&str], topology: &str) -> core::PodAffinityTerm {
     core::PodAffinityTerm {

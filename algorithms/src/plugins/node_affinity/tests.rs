@@ -1,6 +1,6 @@
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, filter_all, node_term, score_all, snapshot};
 use crate::status::Code;
-use crate::testing::{NodeBuilder, PodBuilder, filter_all, node_term, score_all, snapshot};
 use k8s_openapi::api::core::v1 as core;
 
 fn name_term(names: &[&str]) -> core::NodeSelectorTerm {

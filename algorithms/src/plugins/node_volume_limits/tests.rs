@@ -5,9 +5,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as core;
 
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
-use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
-use crate::volumes::testing::{bound_claim, claim, class, csi, csi_node, volume};
+use crate::volumes::builders::{bound_claim, claim, class, csi, csi_node, volume};
 use crate::volumes::{Claim, Volume};
 
 const EBS: &str = "ebs.csi.aws.com";

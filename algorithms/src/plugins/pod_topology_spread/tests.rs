@@ -1,8 +1,8 @@
 use k8s_openapi::api::core::v1 as core;
 
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, expr_selector, filter_all, node_term, score_feasible, snapshot};
 use crate::status::Code;
-use crate::testing::{NodeBuilder, PodBuilder, expr_selector, filter_all, node_term, score_feasible, snapshot};
 
 fn node(name: &str, labels: &[(&str, &str)]) -> core::Node {
     let mut b = NodeBuilder::new(name).no_labels();

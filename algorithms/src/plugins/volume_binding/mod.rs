@@ -68,9 +68,10 @@ pub struct VolumeBinding {
 }
 
 impl VolumeBinding {
-    /// The plugin from its args; a shape is an error unless scoring is on.
-    pub fn new(args: VolumeBindingArgs) -> Result<Self, String> {
-        let shape = if crate::features::storage_capacity_scoring() {
+    /// The plugin from its args; `scoring` is the `StorageCapacityScoring` gate. A
+    /// shape is an error unless scoring is on.
+    pub fn new(args: VolumeBindingArgs, scoring: bool) -> Result<Self, String> {
+        let shape = if scoring {
             let shape = if args.shape.is_empty() { DEFAULT_SHAPE.to_vec() } else { args.shape.clone() };
             score::validate(&shape)?;
             Some(shape)

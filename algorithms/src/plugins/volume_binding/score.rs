@@ -99,7 +99,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::volumes::testing::{sized_claim, volume};
+    use crate::volumes::builders::{sized_claim, volume};
 
     fn shape(points: &[(i64, i64)]) -> Vec<ShapePoint> {
         points.iter().map(|&(utilization, score)| ShapePoint { utilization, score }).collect()

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as core;
 
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
-use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
-use crate::volumes::testing::{GI, bound_claim, capacity, claim, claimed, class, on, sized_claim, volume};
+use crate::volumes::builders::{GI, bound_claim, capacity, claim, claimed, class, on, sized_claim, volume};
 use crate::volumes::{Claim, CsiDriver, StorageClass, Volume};
 
 const HOST: &str = "kubernetes.io/hostname";
@@ -422,7 +422,7 @@ fn scores(pod: core::Pod, nodes: &[core::Node], w: World, shape: &[(i64, i64)]) 
     snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(state(w)));
     let shape = shape.iter().map(|&(utilization, score)| ShapePoint { utilization, score }).collect();
     let plugin = VolumeBinding { args: VolumeBindingArgs::default(), shape: Some(shape) };
-    crate::testing::score_all(&plugin, &pod, &snap)
+    crate::builders::score_all(&plugin, &pod, &snap)
 }
 
 const RISING: &[(i64, i64)] = &[(0, 0), (100, 10)];
@@ -525,10 +525,17 @@ fn provisioning_scores_by_the_capacity_it_would_draw_from() {
 
 #[test]
 fn a_shape_needs_the_scoring_gate() {
-    // The gate is off in tests (it is process-wide; only the command line sets it).
     let args = VolumeBindingArgs { shape: vec![ShapePoint { utilization: 0, score: 10 }], ..Default::default() };
-    assert!(VolumeBinding::new(args).unwrap_err().contains("StorageCapacityScoring"));
-    assert!(VolumeBinding::new(VolumeBindingArgs::default()).unwrap().shape.is_none());
+    assert!(VolumeBinding::new(args.clone(), false).unwrap_err().contains("StorageCapacityScoring"));
+    assert!(VolumeBinding::new(VolumeBindingArgs::default(), false).unwrap().shape.is_none());
+    // With the gate: the shape given, or the default one.
+    assert_eq!(VolumeBinding::new(args.clone(), true).unwrap().shape, Some(args.shape));
+    assert_eq!(VolumeBinding::new(VolumeBindingArgs::default(), true).unwrap().shape, Some(DEFAULT_SHAPE.to_vec()));
+    // The gate reaches the plugin through the profile: VolumeBinding scores, weight 1.
+    let gates = crate::features::FeatureGates { storage_capacity_scoring: true };
+    let profile = crate::config::default_profile_with("s", gates);
+    assert!(profile.scores.iter().any(|s| s.plugin.name() == NAME && s.weight == 1));
+    assert!(crate::config::default_profile("s").scores.iter().all(|s| s.plugin.name() != NAME));
 }
 
 #[test]

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as core;
 
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
-use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
-use crate::volumes::testing::claim;
+use crate::volumes::builders::claim;
 use crate::volumes::{Claim, VolumeState};
 
 fn gce(name: &str, read_only: bool) -> core::Volume {

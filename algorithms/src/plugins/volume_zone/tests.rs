@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
-use crate::testing::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::volumes::Volume;
-use crate::volumes::testing::{bound_claim, claim, class, volume};
+use crate::volumes::builders::{bound_claim, claim, class, volume};
 
 fn labelled(name: &str, labels: &[(&str, &str)]) -> Volume {
     let mut v = volume(name, "", 1);

@@ -3,10 +3,10 @@
 //! Nodes follow scheduler_perf's node template (4 CPU, 32Gi, 110 pods) with zone
 //! labels; pods follow its pod template (100m CPU, 500Mi, one container).
 
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term, node_term};
 use k8s_openapi::api::core::v1 as core;
 
-use crate::{GeneratedCluster, namespace};
+use super::{GeneratedCluster, namespace};
 
 /// The scheduler name of generated pods.
 pub const SCHEDULER: &str = "custom-scheduler";
@@ -217,7 +217,7 @@ const PVC_ATTACH_LIMIT: i64 = 39;
 /// capacity per zone and attaches at most 39 volumes per node, and one 1Gi claim per pod
 /// (`data-init-N`, `data-pod-N`). Provisioning happens in memory as pods are placed.
 fn pvc_world(nodes: usize, init: usize, measured: usize) -> algorithms::volumes::VolumeState {
-    use algorithms::volumes::testing::{GI, capacity, class, csi_node, sized_claim};
+    use algorithms::volumes::builders::{GI, capacity, class, csi_node, sized_claim};
     use algorithms::volumes::{Claim, CsiDriver};
     let mut st = algorithms::volumes::VolumeState::default();
     st.upsert_class(class("wffc", PVC_DRIVER, true));

@@ -1,13 +1,13 @@
 //! The built-in demo cluster: a few hundred nodes over three zones, tainted GPU nodes
 //! with `nvidia.com/gpu`, and pending pods that exercise every plugin.
 
-use algorithms::testing::{NodeBuilder, PodBuilder, affinity_term, node_term};
+use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term, node_term};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{GeneratedCluster, namespace};
+use super::{GeneratedCluster, namespace};
 
 /// Zones of the demo cluster.
 pub const ZONES: &[&str] = &["zone-a", "zone-b", "zone-c"];

@@ -1,4 +1,4 @@
-//! Storage objects for tests, in their parsed form.
+//! Storage objects in their parsed form, for tests and synthetic workloads.
 
 use crate::labels::{LabelSelector, NodeSelector, NodeSelectorTerm, Operator, Requirement};
 use crate::volumes::{Capacity, Claim, ClaimRef, CsiNode, StorageClass, Volume, VolumeHandle};
