@@ -190,8 +190,8 @@ pub async fn serve(
         // and no storage objects.
         {
             let mut st = shared.lock();
-            st.synced_pod_groups = true;
-            st.synced_storage = true;
+            st.not_waiting_for(crate::run::Feed::PodGroups);
+            st.not_waiting_for(crate::run::Feed::Storage);
         }
         tokio::spawn(informer::run(client.clone(), shared.clone()));
         tokio::spawn(workloads::run(client.clone(), shared.clone()));

@@ -21,8 +21,10 @@ pub mod leader;
 pub mod metrics;
 pub mod pod_groups;
 pub mod preempt;
+pub mod relist;
 mod scheduling;
 pub mod server;
+pub mod state;
 mod storage;
 pub mod watches;
 pub mod workloads;
@@ -47,6 +49,7 @@ use crate::config_file;
 use crate::engine::{Cycler, Engine, Nomination};
 use binder::BindRequest;
 use scheduling::scheduling_loop;
+pub use state::{Feed, State};
 
 /// What can stop `run` from starting.
 #[derive(Debug, Error)]
@@ -91,59 +94,6 @@ pub struct RunOptions {
     pub feature_gates: algorithms::features::FeatureGates,
 }
 
-/// Cache, queue and sync state, behind one mutex.
-pub struct State {
-    /// The scheduling engine.
-    pub engine: Engine,
-    /// scheduler-plugins PodGroups whose status is to be written again.
-    pub dirty_groups: std::collections::HashSet<String>,
-    /// Nodes listed at least once.
-    pub synced_nodes: bool,
-    /// Pods listed at least once.
-    pub synced_pods: bool,
-    /// Namespaces listed at least once.
-    pub synced_namespaces: bool,
-    /// Services, ReplicationControllers, ReplicaSets and StatefulSets listed at least once.
-    pub synced_workloads: bool,
-    /// PodDisruptionBudgets listed at least once (preemption must see them).
-    pub synced_budgets: bool,
-    /// PodGroups listed (or their CRD found missing).
-    pub synced_pod_groups: bool,
-    /// Claims, volumes, classes and CSI objects listed (or their watch found failing).
-    pub synced_storage: bool,
-    /// When the process started (for start-up timings in the logs).
-    pub started: Instant,
-    announced: bool,
-}
-
-impl State {
-    /// Whether every cache has been listed at least once.
-    pub fn all_synced(&self) -> bool {
-        self.synced_nodes
-            && self.synced_pods
-            && self.synced_namespaces
-            && self.synced_workloads
-            && self.synced_budgets
-            && self.synced_pod_groups
-            && self.synced_storage
-    }
-
-    /// Logs, once, that every cache has synced, with counts and the time since start.
-    pub fn announce_sync(&mut self) {
-        if self.announced || !self.all_synced() {
-            return;
-        }
-        self.announced = true;
-        info!(
-            nodes = self.engine.cache.node_count(),
-            pods = self.engine.cache.pod_count(),
-            pending = self.engine.queue.len(),
-            ms = self.started.elapsed().as_millis() as u64,
-            "caches synced"
-        );
-    }
-}
-
 /// Counters for the periodic summary.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -177,19 +127,7 @@ impl Shared {
     /// Shared state around an engine, with a write rate limit.
     pub fn new(engine: Engine, quota: Quota) -> Self {
         Shared {
-            state: Mutex::new(State {
-                engine,
-                synced_nodes: false,
-                synced_pods: false,
-                synced_namespaces: false,
-                synced_workloads: false,
-                synced_budgets: false,
-                synced_storage: false,
-                synced_pod_groups: false,
-                dirty_groups: Default::default(),
-                started: Instant::now(),
-                announced: false,
-            }),
+            state: Mutex::new(State::new(engine)),
             cv: Condvar::new(),
             metrics: metrics::Metrics::default(),
             limiter: RateLimiter::direct(quota),
@@ -532,13 +470,9 @@ mod tests {
         let shared = Arc::new(Shared::new(engine, Quota::per_second(NonZeroU32::MIN)));
         {
             let mut st = shared.lock();
-            st.synced_nodes = true;
-            st.synced_pods = true;
-            st.synced_namespaces = true;
-            st.synced_workloads = true;
-            st.synced_budgets = true;
-            st.synced_storage = true;
-            st.synced_pod_groups = true;
+            for feed in Feed::ALL {
+                st.listed(feed);
+            }
             for i in 0..nodes {
                 let node = NodeInfo::from_node(&NodeBuilder::new(&format!("n{i}")).build()).unwrap();
                 st.engine.cache.upsert_node(node);

@@ -15,8 +15,9 @@ use kube::{Api, Client};
 use tracing::{info, warn};
 
 use super::Shared;
+use super::relist::Mirror;
+use super::state::Feed;
 use super::watches::watch;
-use super::workloads::{Kind, map_event};
 use crate::gang::{self, Api as GroupApi, PodGroupSpec};
 
 /// How often a missing CRD is looked for again.
@@ -56,12 +57,9 @@ async fn resource(client: &Client, shared: &Shared, api: GroupApi) -> ApiResourc
                 if !said {
                     let kind = gvk_of(api);
                     info!(error = %e, group = %kind.group, version = %kind.version, "PodGroup kind not served: gangs of this API wait until it is");
-                    let mut st = shared.lock();
-                    if !st.synced_pod_groups && api == GroupApi::SchedulerPlugins {
-                        st.synced_pod_groups = true;
-                        st.announce_sync();
+                    if api == GroupApi::SchedulerPlugins {
+                        shared.lock().listed(Feed::PodGroups);
                     }
-                    drop(st);
                     shared.wake();
                     said = true;
                 }
@@ -95,30 +93,28 @@ async fn watch_api(client: Client, shared: Arc<Shared>, api: GroupApi) {
     let ar = resource(&client, &shared, api).await;
     let objects = Api::<DynamicObject>::all_with(client, &ar);
     let mut events = watch("podgroups", objects, watcher::Config::default()).boxed();
-    let mut kind: Kind<Option<PodGroupSpec>> = Kind::new();
-    let mut was_synced = false;
+    let mut groups: Mirror<Option<PodGroupSpec>> = Mirror::default();
+    let mut announced = false;
     while let Some(w) = events.next().await {
-        let changed = w.into_event().is_some_and(|ev| kind.apply(map_event(ev, |o| spec_of(api, o))));
-        if kind.synced && (changed || !was_synced) {
-            let now = Instant::now();
-            let mut st = shared.lock();
-            if !was_synced {
-                info!(count = kind.current.len(), group = %gvk_of(api).group, "pod groups synced");
-            }
-            let groups = kind.current.iter().map(|((ns, name), spec)| (format!("{ns}/{name}"), spec.clone()));
-            st.engine.groups.set_all(api, groups);
-            // Members parked while their group was unknown or smaller are retried.
-            for key in st.engine.queue.keys_where(|p| gang::group_of(p).is_some()) {
-                st.engine.queue.activate(&key, now);
-            }
-            if !st.synced_pod_groups && api == GroupApi::SchedulerPlugins {
-                st.synced_pod_groups = true;
-                st.announce_sync();
-            }
-            drop(st);
-            was_synced = true;
-            shared.wake();
+        let changed = w.into_event().is_some_and(|ev| groups.apply(ev, |o| spec_of(api, o)));
+        if !(groups.listed() && changed) {
+            continue;
         }
+        let now = Instant::now();
+        let mut st = shared.lock();
+        st.engine.groups.set_all(api, groups.values.iter().map(|(k, spec)| (k.clone(), spec.clone())));
+        // Members parked while their group was unknown or smaller are retried.
+        for key in st.engine.queue.keys_where(|p| gang::group_of(p).is_some()) {
+            st.engine.queue.activate(&key, now);
+        }
+        if !std::mem::replace(&mut announced, true) {
+            info!(count = groups.values.len(), group = %gvk_of(api).group, "pod groups synced");
+        }
+        if api == GroupApi::SchedulerPlugins {
+            st.listed(Feed::PodGroups);
+        }
+        drop(st);
+        shared.wake();
     }
 }
 

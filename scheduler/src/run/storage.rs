@@ -16,6 +16,8 @@ use kube::{Api, Client, Resource};
 use tracing::{info, warn};
 
 use super::Shared;
+use super::relist::{Change, Relist, key_of};
+use super::state::Feed;
 use super::watches::{Watched, watch};
 
 /// A parsed storage object.
@@ -28,27 +30,14 @@ enum Object {
     Capacity(Capacity),
 }
 
-/// What one watch event asks of the store.
+/// One watch's output: an event with each object's key and, when it can be read, its
+/// parsed form; or a failure.
 enum Op {
-    /// A relist begins.
-    Begin(StorageKind),
-    /// An object, added or changed.
-    Upsert { kind: StorageKind, key: String, object: Box<Object> },
-    /// An object was deleted.
-    Delete(StorageKind, String),
-    /// A relist ended: the kind is synced.
-    Done(StorageKind),
+    /// An event of `kind`.
+    Event(StorageKind, Event<(String, Option<Box<Object>>)>),
     /// The watch could not run (not served, forbidden, failing): the kind counts as listed
     /// so that scheduling does not wait on it; pods needing it retry when it arrives.
     Failed(StorageKind, String),
-}
-
-fn key_of<K: Resource>(o: &K) -> String {
-    let name = o.meta().name.clone().unwrap_or_default();
-    match &o.meta().namespace {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name,
-    }
 }
 
 /// A watch of one kind as store operations; objects that do not parse are logged and skipped.
@@ -62,21 +51,17 @@ where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
+    let read = move |o: K| {
+        let key = key_of(&o);
+        let object = parse(&o)
+            .map_err(|e| warn!(kind = name, object = %key, error = %e, "ignoring an object the scheduler cannot read"))
+            .ok()
+            .map(Box::new);
+        (key, object)
+    };
     watch(name, api, watcher::Config::default()).filter_map(move |w| {
         let op = match w {
-            Watched::Event(Event::Init) => Some(Op::Begin(kind)),
-            Watched::Event(Event::InitDone) => Some(Op::Done(kind)),
-            Watched::Event(Event::InitApply(o) | Event::Apply(o)) => {
-                let key = key_of(&o);
-                match parse(&o) {
-                    Ok(object) => Some(Op::Upsert { kind, key, object: Box::new(object) }),
-                    Err(e) => {
-                        warn!(kind = name, object = %key, error = %e, "ignoring an object the scheduler cannot read");
-                        None
-                    }
-                }
-            }
-            Watched::Event(Event::Delete(o)) => Some(Op::Delete(kind, key_of(&o))),
+            Watched::Event(ev) => Some(Op::Event(kind, map(ev, read))),
             Watched::Expired(n) => {
                 info!(kind = n, "watch expired (410 Gone); relisting");
                 None
@@ -85,6 +70,17 @@ where
         };
         futures::future::ready(op)
     })
+}
+
+/// An event with its object turned into something else.
+fn map<K, T>(ev: Event<K>, f: impl Fn(K) -> T) -> Event<T> {
+    match ev {
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(f(o)),
+        Event::InitDone => Event::InitDone,
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
+    }
 }
 
 fn upsert(st: &mut VolumeState, object: Object) -> bool {
@@ -117,13 +113,6 @@ const KINDS: [StorageKind; 6] = [
     StorageKind::CsiDriver,
     StorageKind::Capacity,
 ];
-
-/// Keys of each kind seen now and in a relist under way.
-#[derive(Default)]
-struct Seen {
-    current: [HashSet<String>; 6],
-    relisting: [Option<HashSet<String>>; 6],
-}
 
 fn slot(kind: StorageKind) -> usize {
     KINDS.iter().position(|k| *k == kind).unwrap_or(0)
@@ -158,8 +147,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         .boxed(),
     ]);
     let mut all = all;
-    let mut seen = Seen::default();
-    let mut synced: HashSet<StorageKind> = HashSet::new();
+    let mut relists: [Relist; 6] = Default::default();
     let mut failing: HashSet<StorageKind> = HashSet::new();
     while let Some(op) = all.next().await {
         let mut guard = shared.lock();
@@ -168,50 +156,40 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         {
             let st = &mut guard.engine.cache.objects_mut().volumes;
             match op {
-                Op::Begin(kind) => seen.relisting[slot(kind)] = Some(HashSet::new()),
-                Op::Upsert { kind, key, object } => {
-                    seen.current[slot(kind)].insert(key.clone());
-                    if let Some(r) = seen.relisting[slot(kind)].as_mut() {
-                        r.insert(key.clone());
-                    }
-                    failing.remove(&kind);
-                    let action = if upsert(st, *object) { StorageAction::Update } else { StorageAction::Add };
-                    events.push(StorageEvent { kind, action, key });
-                }
-                Op::Delete(kind, key) => {
-                    seen.current[slot(kind)].remove(&key);
-                    if remove(st, kind, &key) {
-                        events.push(StorageEvent { kind, action: StorageAction::Delete, key });
-                    }
-                }
-                Op::Done(kind) => {
-                    if let Some(fresh) = seen.relisting[slot(kind)].take() {
-                        for gone in seen.current[slot(kind)].difference(&fresh) {
-                            if remove(st, kind, gone) {
-                                events.push(StorageEvent { kind, action: StorageAction::Delete, key: gone.clone() });
+                Op::Event(kind, ev) => {
+                    for change in relists[slot(kind)].apply(ev, |(k, _)| k.clone()) {
+                        match change {
+                            Change::Apply(key, (_, Some(object))) => {
+                                failing.remove(&kind);
+                                let action =
+                                    if upsert(st, *object) { StorageAction::Update } else { StorageAction::Add };
+                                events.push(StorageEvent { kind, action, key });
+                            }
+                            Change::Apply(_, (_, None)) | Change::Listed { .. } => {}
+                            Change::Delete(key) => {
+                                if remove(st, kind, &key) {
+                                    events.push(StorageEvent { kind, action: StorageAction::Delete, key });
+                                }
                             }
                         }
-                        seen.current[slot(kind)] = fresh;
                     }
-                    synced.insert(kind);
                 }
                 Op::Failed(kind, e) => {
                     if failing.insert(kind) {
                         warn!(kind = ?kind, error = %e, "storage watch failed; retrying (pods with volumes wait for it)");
                     }
-                    synced.insert(kind);
                 }
             }
         }
         for e in events {
             guard.engine.on_event(ClusterEvent::Storage(e), now);
         }
-        if !guard.synced_storage && synced.len() == KINDS.len() {
+        let listed = KINDS.iter().all(|k| relists[slot(*k)].listed() || failing.contains(k));
+        if listed && !guard.has_listed(Feed::Storage) {
             let [claims, volumes, classes, csi_nodes, drivers, capacities] =
                 guard.engine.cache.objects().volumes.counts();
             info!(claims, volumes, classes, csi_nodes, drivers, capacities, "storage objects listed");
-            guard.synced_storage = true;
-            guard.announce_sync();
+            guard.listed(Feed::Storage);
         }
         drop(guard);
         shared.wake();

@@ -2,7 +2,6 @@
 //! selectors, which kube-scheduler's default topology spreading (PodTopologySpread with
 //! `defaultingType: System`) uses to spread the pods they select.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use algorithms::labels::{LabelSelector, Labels};
@@ -15,71 +14,9 @@ use kube::{Api, Client, ResourceExt};
 use tracing::{info, warn};
 
 use super::Shared;
-use super::watches::{Watched, watch};
-
-pub(super) type Key = (String, String);
-
-/// One kind's selectors by (namespace, name), and the ones seen in a relist under way.
-pub(super) struct Kind<V> {
-    pub(super) current: HashMap<Key, V>,
-    relisting: Option<HashMap<Key, V>>,
-    pub(super) synced: bool,
-}
-
-impl<V: PartialEq + Clone> Kind<V> {
-    pub(super) fn new() -> Self {
-        Kind { current: HashMap::new(), relisting: None, synced: false }
-    }
-
-    /// Applies an event whose object yielded `value`; returns whether the selectors changed.
-    pub(super) fn apply(&mut self, ev: Event<(Key, Option<V>)>) -> bool {
-        match ev {
-            Event::Init => {
-                self.relisting = Some(HashMap::new());
-                false
-            }
-            Event::InitApply((key, value)) => {
-                if let (Some(r), Some(v)) = (self.relisting.as_mut(), value) {
-                    r.insert(key, v);
-                }
-                false
-            }
-            Event::InitDone => {
-                self.synced = true;
-                match self.relisting.take() {
-                    Some(fresh) if fresh != self.current => {
-                        self.current = fresh;
-                        true
-                    }
-                    _ => false,
-                }
-            }
-            Event::Apply((key, Some(v))) => self.current.insert(key, v.clone()).is_none_or(|old| old != v),
-            Event::Apply((key, None)) | Event::Delete((key, _)) => self.current.remove(&key).is_some(),
-        }
-    }
-}
-
-fn key<K: ResourceExt>(o: &K) -> Key {
-    (o.namespace().unwrap_or_default(), o.name_any())
-}
-
-pub(super) fn map_event<K, V>(ev: Event<K>, value: impl Fn(&K) -> Option<V>) -> Event<(Key, Option<V>)>
-where
-    K: ResourceExt,
-{
-    let pair = |o: K| {
-        let v = value(&o);
-        (key(&o), v)
-    };
-    match ev {
-        Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(pair(o)),
-        Event::InitDone => Event::InitDone,
-        Event::Apply(o) => Event::Apply(pair(o)),
-        Event::Delete(o) => Event::Delete(pair(o)),
-    }
-}
+use super::relist::Mirror;
+use super::state::Feed;
+use super::watches::watch;
 
 fn set_selector(
     kind: &str,
@@ -96,103 +33,79 @@ fn set_selector(
     }
 }
 
+#[allow(clippy::large_enum_variant)] // one update at a time flows through; boxing buys nothing
 enum Update {
-    Service(Event<(Key, Option<Labels>)>),
-    Rc(Event<(Key, Option<Labels>)>),
-    Rs(Event<(Key, Option<LabelSelector>)>),
-    Ss(Event<(Key, Option<LabelSelector>)>),
-    Other(Watched<()>),
+    Service(Event<Service>),
+    Rc(Event<ReplicationController>),
+    Rs(Event<ReplicaSet>),
+    Ss(Event<StatefulSet>),
 }
 
-fn lift<K, F>(w: Watched<K>, wrap: F) -> Update
-where
-    F: FnOnce(Event<K>) -> Update,
-{
-    match w {
-        Watched::Event(ev) => wrap(ev),
-        Watched::Expired(k) => Update::Other(Watched::Expired(k)),
-        Watched::Failed(k, e) => Update::Other(Watched::Failed(k, e)),
-    }
+/// `(namespace, name)` of a `namespace/name` key.
+fn split(key: &str) -> (String, String) {
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    (ns.to_string(), name.to_string())
 }
 
 /// Runs the watches until the process stops, publishing the selectors to the cache.
 pub async fn run(client: Client, shared: Arc<Shared>) {
     let cfg = watcher::Config::default();
-    let services = watch("services", Api::<Service>::all(client.clone()), cfg.clone()).map(|w| {
-        lift(w, |ev| {
-            Update::Service(map_event(ev, |s: &Service| {
-                s.spec.as_ref()?.selector.clone().map(|m| m.into_iter().collect())
-            }))
-        })
-    });
-    let rcs =
-        watch("replicationcontrollers", Api::<ReplicationController>::all(client.clone()), cfg.clone()).map(|w| {
-            lift(w, |ev| {
-                Update::Rc(map_event(ev, |r: &ReplicationController| {
-                    r.spec.as_ref()?.selector.clone().map(|m| m.into_iter().collect())
-                }))
-            })
-        });
-    let rss = watch("replicasets", Api::<ReplicaSet>::all(client.clone()), cfg.clone()).map(|w| {
-        lift(w, |ev| {
-            Update::Rs(map_event(ev, |r: &ReplicaSet| {
-                set_selector("ReplicaSet", &r.name_any(), r.spec.as_ref().map(|s| &s.selector))
-            }))
-        })
-    });
-    let sss = watch("statefulsets", Api::<StatefulSet>::all(client), cfg).map(|w| {
-        lift(w, |ev| {
-            Update::Ss(map_event(ev, |r: &StatefulSet| {
-                set_selector("StatefulSet", &r.name_any(), r.spec.as_ref().map(|s| &s.selector))
-            }))
-        })
-    });
+    let services = watch("services", Api::<Service>::all(client.clone()), cfg.clone())
+        .map(|w| w.into_event().map(Update::Service));
+    let rcs = watch("replicationcontrollers", Api::<ReplicationController>::all(client.clone()), cfg.clone())
+        .map(|w| w.into_event().map(Update::Rc));
+    let rss = watch("replicasets", Api::<ReplicaSet>::all(client.clone()), cfg.clone())
+        .map(|w| w.into_event().map(Update::Rs));
+    let sss = watch("statefulsets", Api::<StatefulSet>::all(client), cfg).map(|w| w.into_event().map(Update::Ss));
     let mut all = stream::select_all([services.boxed(), rcs.boxed(), rss.boxed(), sss.boxed()]);
-    let (mut svc, mut rc, mut rs, mut ss) = (Kind::new(), Kind::new(), Kind::new(), Kind::new());
-    let mut was_synced = false;
+    let (mut svc, mut rc): (Mirror<Labels>, Mirror<Labels>) = Default::default();
+    let (mut rs, mut ss): (Mirror<LabelSelector>, Mirror<LabelSelector>) = Default::default();
     while let Some(update) = all.next().await {
         let changed = match update {
-            Update::Service(ev) => svc.apply(ev),
-            Update::Rc(ev) => rc.apply(ev),
-            Update::Rs(ev) => rs.apply(ev),
-            Update::Ss(ev) => ss.apply(ev),
-            Update::Other(w) => {
-                // Only expiries and failures come this way: logged.
-                let _ = w.into_event();
-                false
+            None => false,
+            Some(Update::Service(ev)) => {
+                svc.apply(ev, |s: &Service| s.spec.as_ref()?.selector.clone().map(|m| m.into_iter().collect()))
             }
+            Some(Update::Rc(ev)) => rc.apply(ev, |r: &ReplicationController| {
+                r.spec.as_ref()?.selector.clone().map(|m| m.into_iter().collect())
+            }),
+            Some(Update::Rs(ev)) => rs.apply(ev, |r: &ReplicaSet| {
+                set_selector("ReplicaSet", &r.name_any(), r.spec.as_ref().map(|s| &s.selector))
+            }),
+            Some(Update::Ss(ev)) => ss.apply(ev, |r: &StatefulSet| {
+                set_selector("StatefulSet", &r.name_any(), r.spec.as_ref().map(|s| &s.selector))
+            }),
         };
-        let synced = svc.synced && rc.synced && rs.synced && ss.synced;
-        if synced && (changed || !was_synced) {
-            let selectors =
-                WorkloadSelectors {
-                    services: svc.current.clone(),
-                    replication_controllers: rc.current.clone(),
-                    sets: rs
-                        .current
-                        .iter()
-                        .map(|((ns, name), sel)| (("ReplicaSet".to_string(), ns.clone(), name.clone()), sel.clone()))
-                        .chain(ss.current.iter().map(|((ns, name), sel)| {
-                            (("StatefulSet".to_string(), ns.clone(), name.clone()), sel.clone())
-                        }))
-                        .collect(),
-                };
-            let mut st = shared.lock();
-            st.engine.cache.set_workloads(selectors);
-            if !was_synced {
-                st.synced_workloads = true;
-                st.announce_sync();
-                info!(
-                    services = svc.current.len(),
-                    replication_controllers = rc.current.len(),
-                    replica_sets = rs.current.len(),
-                    stateful_sets = ss.current.len(),
-                    "workload selectors synced"
-                );
-            }
-            was_synced = true;
-            drop(st);
-            shared.wake();
+        if !(changed && svc.listed() && rc.listed() && rs.listed() && ss.listed()) {
+            continue;
         }
+        let sets = |kind: &str, m: &Mirror<LabelSelector>| {
+            m.values
+                .iter()
+                .map(|(k, sel)| {
+                    let (ns, name) = split(k);
+                    ((kind.to_string(), ns, name), sel.clone())
+                })
+                .collect::<Vec<_>>()
+        };
+        let selectors = WorkloadSelectors {
+            services: svc.values.iter().map(|(k, v)| (split(k), v.clone())).collect(),
+            replication_controllers: rc.values.iter().map(|(k, v)| (split(k), v.clone())).collect(),
+            sets: sets("ReplicaSet", &rs).into_iter().chain(sets("StatefulSet", &ss)).collect(),
+        };
+        let mut st = shared.lock();
+        st.engine.cache.set_workloads(selectors);
+        if !st.has_listed(Feed::Workloads) {
+            info!(
+                services = svc.values.len(),
+                replication_controllers = rc.values.len(),
+                replica_sets = rs.values.len(),
+                stateful_sets = ss.values.len(),
+                "workload selectors synced"
+            );
+        }
+        st.listed(Feed::Workloads);
+        drop(st);
+        shared.wake();
     }
 }
