@@ -207,6 +207,33 @@ impl Engine {
         Ok(placed)
     }
 
+    /// Drops the assumption of a pod that will not be bound (Unreserve runs for its
+    /// reservations) and tells the pods it kept out; returns it if it was assumed.
+    pub fn forget(&mut self, key: &str, now: Instant) -> Option<Arc<PodInfo>> {
+        self.waiting.remove(key);
+        let forgotten = self.cache.forget(key)?;
+        self.on_event(ClusterEvent::PodDeleted(forgotten.clone()), now);
+        Some(forgotten)
+    }
+
+    /// Removes a placed pod (deleted, evicted, finished) and tells the pods it kept out.
+    pub fn remove_pod(&mut self, key: &str, now: Instant) -> Option<Arc<PodInfo>> {
+        let gone = self.cache.remove_pod(key)?;
+        self.on_event(ClusterEvent::PodDeleted(gone.clone()), now);
+        Some(gone)
+    }
+
+    /// Forgets the assumed pods the watch never confirmed, as [`Engine::forget`] does;
+    /// returns them.
+    pub fn expire_assumed(&mut self, now: Instant) -> Vec<Arc<PodInfo>> {
+        let expired = self.cache.expire_assumed(now);
+        for pod in &expired {
+            self.waiting.remove(&pod.key());
+            self.on_event(ClusterEvent::PodDeleted(pod.clone()), now);
+        }
+        expired
+    }
+
     /// When the pod's wait at Permit ends and how long it is, if a Permit plugin made it wait.
     pub fn permit_deadline(&self, key: &str) -> Option<(Instant, Duration)> {
         self.waiting.get(key).copied()

@@ -146,10 +146,9 @@ impl ChurnRun {
                 engine.on_event(event, clock);
             }
             if let Some(key) = step.leaving
-                && let Some(gone) = engine.cache.remove_pod(&key)
+                && engine.remove_pod(&key, clock).is_some()
             {
                 out.placements.remove(&key);
-                engine.on_event(algorithms::events::ClusterEvent::PodDeleted(gone), clock);
             }
             if let Some(pod) = step.arriving
                 && engine.handles(&pod)
@@ -320,9 +319,7 @@ fn record(
 fn evict(engine: &mut Engine, p: &Preempted, clock: Instant, out: &mut Drained) {
     for v in &p.victims {
         let key = v.key();
-        if let Some(gone) = engine.cache.remove_pod(&key) {
-            engine.on_event(algorithms::events::ClusterEvent::PodDeleted(gone), clock);
-        }
+        engine.remove_pod(&key, clock);
         out.placements.remove(&key);
     }
 }

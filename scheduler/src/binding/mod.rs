@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::PodInfo;
-use algorithms::events::ClusterEvent;
 use algorithms::framework::{ApiWrite, Permit, PreBindPlugin, Progress, Reserved};
 
 use crate::engine::Engine;
@@ -181,11 +180,8 @@ pub fn give_up<H: Host>(host: &H, req: &BindRequest, requeue: Requeue) -> bool {
     let key = req.pod.key();
     let requeued = host.with_engine(|e| {
         let now = host.now();
+        let forgotten = e.forget(&key, now);
         e.end_wait(&key);
-        let forgotten = e.cache.forget(&key);
-        if let Some(f) = &forgotten {
-            e.on_event(ClusterEvent::PodDeleted(f.clone()), now);
-        }
         let again = match requeue {
             Requeue::IfForgotten => forgotten.is_some(),
             Requeue::Always => true,

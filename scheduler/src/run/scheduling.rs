@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use algorithms::events::ClusterEvent;
 use tokio::sync::mpsc;
 use tracing::{debug, info_span, warn};
 
@@ -25,9 +24,8 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
         }
         let now = Instant::now();
         st.engine.queue.flush_unschedulable(now);
-        for pod in st.engine.cache.expire_assumed(now) {
+        for pod in st.engine.expire_assumed(now) {
             warn!(pod = %pod.key(), "assumed pod was never confirmed by the watch; forgetting it");
-            st.engine.on_event(ClusterEvent::PodDeleted(pod), now);
         }
         let span = info_span!("scheduling_cycle");
         let _enter = span.enter();
@@ -123,9 +121,7 @@ fn give_back(engine: &mut Engine, cycle: &Cycle, now: Instant) -> bool {
     if !matches!(cycle.outcome, Outcome::Scheduled { .. }) {
         return false;
     }
-    if let Some(forgotten) = engine.cache.forget(&cycle.queued.pod.key()) {
-        engine.on_event(ClusterEvent::PodDeleted(forgotten), now);
-    }
+    engine.forget(&cycle.queued.pod.key(), now);
     engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, now);
     true
 }

@@ -203,9 +203,7 @@ impl State {
     pub fn delete_pod(&mut self, key: &str, now: Instant) {
         self.engine.queue.delete(key);
         self.engine.cache.nominator.remove(key);
-        if let Some(gone) = self.engine.cache.remove_pod(key) {
-            self.engine.on_event(ClusterEvent::PodDeleted(gone), now);
-        }
+        self.engine.remove_pod(key, now);
     }
 
     /// Applies a node deletion.
