@@ -112,11 +112,23 @@ pub enum Finished {
 /// The steps before the Binding: wait at Permit, then each PreBind plugin's writes and
 /// its wait until they took effect. `Err` is how the cycle ended (the pod was given up).
 pub async fn pre_bind<H: Host>(host: &H, req: &BindRequest) -> Result<(), Finished> {
-    if let Err(message) = wait_on_permit(host, req).await {
+    // One look under the lock: most pods neither wait at Permit nor have PreBind work.
+    let key = req.pod.key();
+    let (waits, plugins) = host.with_engine(|e| {
+        let waits = e.permit_deadline(&key).is_some();
+        let Some(profile) = e.profiles.iter().find(|p| p.scheduler_name == req.profile) else {
+            return (waits, Vec::new());
+        };
+        let reserved = |p: &Arc<dyn PreBindPlugin>| e.cache.reserved(&key, p.name()).map(|r| (p.clone(), r.clone()));
+        (waits, profile.pre_binds.iter().filter_map(reserved).collect::<Vec<_>>())
+    });
+    if waits && let Err(message) = wait_on_permit(host, req).await {
         let requeued = give_up(host, req, Requeue::IfForgotten);
         return Err(Finished::Failed { step: "Permit", message, requeued });
     }
-    if let Err(message) = run_pre_bind(host, req).await {
+    if !plugins.is_empty()
+        && let Err(message) = run_pre_bind(host, req, plugins).await
+    {
         let requeued = give_up(host, req, Requeue::IfForgotten);
         return Err(Finished::Failed { step: "PreBind", message, requeued });
     }
@@ -237,13 +249,12 @@ async fn wait_on_permit<H: Host>(host: &H, req: &BindRequest) -> Result<(), Stri
 }
 
 /// Each PreBind plugin that reserved something for the pod: its writes, then its wait.
-async fn run_pre_bind<H: Host>(host: &H, req: &BindRequest) -> Result<(), String> {
+async fn run_pre_bind<H: Host>(
+    host: &H,
+    req: &BindRequest,
+    plugins: Vec<(Arc<dyn PreBindPlugin>, Reserved)>,
+) -> Result<(), String> {
     let key = req.pod.key();
-    let plugins: Vec<(Arc<dyn PreBindPlugin>, Reserved)> = host.with_engine(|e| {
-        let Some(profile) = e.profiles.iter().find(|p| p.scheduler_name == req.profile) else { return Vec::new() };
-        let reserved = |p: &Arc<dyn PreBindPlugin>| e.cache.reserved(&key, p.name()).map(|r| (p.clone(), r.clone()));
-        profile.pre_binds.iter().filter_map(reserved).collect()
-    });
     for (plugin, reserved) in plugins {
         let failed = |message: String| format!("running PreBind plugin \"{}\": {message}", plugin.name());
         let writes = plugin.pre_bind(&reserved, &req.node);

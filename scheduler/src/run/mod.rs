@@ -310,12 +310,12 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                         });
                     }
                     Work::Bind(req) => {
+                        // Nothing to wait for before the Binding (the look above found no
+                        // Permit wait and no reservation): the cycle goes straight to it.
                         let Ok(permit) = permits.clone().acquire_owned().await else { break };
                         let (host, r) = (host.clone(), reporter.clone());
                         tokio::spawn(async move {
-                            if binder::pre_bind(&host, &r, &req).await {
-                                binder::bind_and_record(host, r, req).await;
-                            }
+                            binder::bind_and_record(host, r, req).await;
                             drop(permit);
                         });
                     }
