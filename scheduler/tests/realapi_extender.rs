@@ -187,12 +187,14 @@ async fn when_the_extender_dies_ignorable_decides_whether_kube_scheduler_goes_on
     setup(client).await;
     let mut ext = OurExtender::start(&p.plane, "extender", true, &["--managed-resource", GPU]).await;
     let listen = ext.listen;
-    // Two kube-schedulers, one profile each, the same extender: ignorable in one, not the other.
+    // Two kube-schedulers, one profile each, the same extender: ignorable in one, not the
+    // other. Both are stopped when the test ends.
+    let mut schedulers = Vec::new();
     for (name, ignorable) in [("lenient", true), ("strict", false)] {
         let mut config =
             with_extender(json!({"urlPrefix": ext.url(), "nodeCacheCapable": true, "ignorable": ignorable}));
         config["profiles"] = json!([{"schedulerName": name}]);
-        testing::start_kube_scheduler(&p.plane, name, config).map(std::mem::forget).unwrap();
+        schedulers.push(testing::start_kube_scheduler(&p.plane, name, config).unwrap());
     }
     ext.process.kill();
 

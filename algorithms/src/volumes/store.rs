@@ -12,6 +12,8 @@ use imbl::shared_ptr::DefaultSharedPtr;
 type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
 /// A persistent ordered set.
 type BTreeSet<T> = imbl::OrdSet<T>;
+/// A map key: shared, so that copying a map node on write clones no string.
+type Key = Arc<str>;
 use std::sync::Arc;
 
 use super::objects::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};
@@ -19,20 +21,20 @@ use super::objects::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};
 /// The objects, keyed as the API names them (claims and capacities by `namespace/name`).
 #[derive(Debug, Default, Clone)]
 pub struct VolumeState {
-    claims: HashMap<String, Arc<Claim>>,
-    volumes: HashMap<String, Arc<Volume>>,
-    classes: HashMap<String, Arc<StorageClass>>,
-    csi_nodes: HashMap<String, Arc<CsiNode>>,
-    drivers: HashMap<String, Arc<CsiDriver>>,
-    capacities: HashMap<String, Arc<Capacity>>,
+    claims: HashMap<Key, Arc<Claim>>,
+    volumes: HashMap<Key, Arc<Volume>>,
+    classes: HashMap<Key, Arc<StorageClass>>,
+    csi_nodes: HashMap<Key, Arc<CsiNode>>,
+    drivers: HashMap<Key, Arc<CsiDriver>>,
+    capacities: HashMap<Key, Arc<Capacity>>,
     /// Assumed claims with the resource version of the object they were assumed over.
-    assumed_claims: HashMap<String, (Arc<Claim>, String)>,
+    assumed_claims: HashMap<Key, (Arc<Claim>, String)>,
     /// Assumed volumes, likewise.
-    assumed_volumes: HashMap<String, (Arc<Volume>, String)>,
+    assumed_volumes: HashMap<Key, (Arc<Volume>, String)>,
     /// Names of volumes without a claimRef, by class (as assumed), for static matching.
-    free_by_class: HashMap<String, BTreeSet<String>>,
+    free_by_class: HashMap<Key, BTreeSet<Key>>,
     /// Names of volumes with a claimRef, by the claim's `namespace/name` (as assumed).
-    claimed_by: HashMap<String, BTreeSet<String>>,
+    claimed_by: HashMap<Key, BTreeSet<Key>>,
     /// Bumped on every change.
     generation: u64,
 }
@@ -114,11 +116,11 @@ impl VolumeState {
     /// Adds or replaces a claim from the API; an assumption over an older version goes.
     pub fn upsert_claim(&mut self, claim: Claim) -> Option<Arc<Claim>> {
         let key = claim.key();
-        if self.assumed_claims.get(&key).is_some_and(|(_, base)| *base != claim.resource_version) {
-            self.assumed_claims.remove(&key);
+        if self.assumed_claims.get(key.as_str()).is_some_and(|(_, base)| *base != claim.resource_version) {
+            self.assumed_claims.remove(key.as_str());
         }
         self.generation += 1;
-        self.claims.insert(key, Arc::new(claim))
+        self.claims.insert(key.into(), Arc::new(claim))
     }
 
     /// Removes a claim.
@@ -132,11 +134,11 @@ impl VolumeState {
     pub fn upsert_volume(&mut self, volume: Volume) -> Option<Arc<Volume>> {
         let name = volume.name.clone();
         let before = self.volume(&name).cloned();
-        if self.assumed_volumes.get(&name).is_some_and(|(_, base)| *base != volume.resource_version) {
-            self.assumed_volumes.remove(&name);
+        if self.assumed_volumes.get(name.as_str()).is_some_and(|(_, base)| *base != volume.resource_version) {
+            self.assumed_volumes.remove(name.as_str());
         }
         self.generation += 1;
-        let old = self.volumes.insert(name.clone(), Arc::new(volume));
+        let old = self.volumes.insert(name.as_str().into(), Arc::new(volume));
         self.reindex(&name, before);
         old
     }
@@ -148,10 +150,10 @@ impl VolumeState {
                 None => (&mut self.free_by_class, b.class.clone()),
                 Some(r) => (&mut self.claimed_by, format!("{}/{}", r.namespace, r.name)),
             };
-            if let Some(set) = map.get_mut(&key) {
+            if let Some(set) = map.get_mut(key.as_str()) {
                 set.remove(name);
                 if set.is_empty() {
-                    map.remove(&key);
+                    map.remove(key.as_str());
                 }
             }
         }
@@ -160,7 +162,7 @@ impl VolumeState {
             None => (&mut self.free_by_class, now.class.clone()),
             Some(r) => (&mut self.claimed_by, format!("{}/{}", r.namespace, r.name)),
         };
-        map.entry(key).or_default().insert(name.to_string());
+        map.entry(key.into()).or_default().insert(name.into());
     }
 
     /// Removes a volume.
@@ -176,7 +178,7 @@ impl VolumeState {
     /// Adds or replaces a storage class.
     pub fn upsert_class(&mut self, class: StorageClass) -> Option<Arc<StorageClass>> {
         self.generation += 1;
-        self.classes.insert(class.name.clone(), Arc::new(class))
+        self.classes.insert(class.name.as_str().into(), Arc::new(class))
     }
 
     /// Removes a storage class.
@@ -188,7 +190,7 @@ impl VolumeState {
     /// Adds or replaces a CSINode.
     pub fn upsert_csi_node(&mut self, n: CsiNode) -> Option<Arc<CsiNode>> {
         self.generation += 1;
-        self.csi_nodes.insert(n.name.clone(), Arc::new(n))
+        self.csi_nodes.insert(n.name.as_str().into(), Arc::new(n))
     }
 
     /// Removes a CSINode.
@@ -200,7 +202,7 @@ impl VolumeState {
     /// Adds or replaces a CSIDriver.
     pub fn upsert_driver(&mut self, d: CsiDriver) -> Option<Arc<CsiDriver>> {
         self.generation += 1;
-        self.drivers.insert(d.name.clone(), Arc::new(d))
+        self.drivers.insert(d.name.as_str().into(), Arc::new(d))
     }
 
     /// Removes a CSIDriver.
@@ -212,7 +214,7 @@ impl VolumeState {
     /// Adds or replaces a CSIStorageCapacity.
     pub fn upsert_capacity(&mut self, c: Capacity) -> Option<Arc<Capacity>> {
         self.generation += 1;
-        self.capacities.insert(c.key(), Arc::new(c))
+        self.capacities.insert(c.key().into(), Arc::new(c))
     }
 
     /// Removes a CSIStorageCapacity.
@@ -224,18 +226,18 @@ impl VolumeState {
     /// Assumes a claim as the scheduler is about to write it.
     pub fn assume_claim(&mut self, claim: Claim) {
         let key = claim.key();
-        let base = self.claims.get(&key).map(|c| c.resource_version.clone()).unwrap_or_default();
+        let base = self.claims.get(key.as_str()).map(|c| c.resource_version.clone()).unwrap_or_default();
         self.generation += 1;
-        self.assumed_claims.insert(key, (Arc::new(claim), base));
+        self.assumed_claims.insert(key.into(), (Arc::new(claim), base));
     }
 
     /// Assumes a volume as the scheduler is about to write it.
     pub fn assume_volume(&mut self, volume: Volume) {
         let name = volume.name.clone();
         let before = self.volume(&name).cloned();
-        let base = self.volumes.get(&name).map(|v| v.resource_version.clone()).unwrap_or_default();
+        let base = self.volumes.get(name.as_str()).map(|v| v.resource_version.clone()).unwrap_or_default();
         self.generation += 1;
-        self.assumed_volumes.insert(name.clone(), (Arc::new(volume), base));
+        self.assumed_volumes.insert(name.as_str().into(), (Arc::new(volume), base));
         self.reindex(&name, before);
     }
 
