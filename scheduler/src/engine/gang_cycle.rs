@@ -160,23 +160,13 @@ impl Cycler {
                 if !engine.queue.contains(&key) {
                     // Deleted while the group was decided.
                     engine.cache.forget(&key);
-                    cycles.push(Cycle {
-                        duration: attempt.started.elapsed(),
-                        profile: self.profiles[attempt.profile].scheduler_name.clone(),
-                        queued: attempt.queued,
-                        outcome: Outcome::Gone,
-                    });
+                    cycles.push(self.ended(attempt, None));
                     continue;
                 }
                 engine.queue.done(&key);
                 engine.cache.nominator.remove(&key);
                 engine.on_event(ClusterEvent::PodAdded(info), now);
-                cycles.push(Cycle {
-                    duration: attempt.started.elapsed(),
-                    profile: self.profiles[attempt.profile].scheduler_name.clone(),
-                    queued: attempt.queued,
-                    outcome: Outcome::Scheduled { node },
-                });
+                cycles.push(self.ended(attempt, Some(Outcome::Scheduled { node })));
             }
             for (attempt, message, plugins) in failed {
                 cycles.push(self.park(engine, attempt, message, plugins, now));
@@ -256,18 +246,11 @@ impl Cycler {
     /// Sends a member back to be retried after backoff, with `message` as an error.
     fn retry(&mut self, engine: &mut Engine, attempt: Attempt, message: String, now: Instant) -> Cycle {
         let key = attempt.queued.pod.key();
-        let outcome = if engine.queue.contains(&key) {
+        let outcome = engine.queue.contains(&key).then(|| {
             engine.queue.error(&key, now);
             Outcome::Error { message }
-        } else {
-            Outcome::Gone
-        };
-        Cycle {
-            duration: attempt.started.elapsed(),
-            profile: self.profiles[attempt.profile].scheduler_name.clone(),
-            queued: attempt.queued,
-            outcome,
-        }
+        });
+        self.ended(attempt, outcome)
     }
 
     /// Parks a member as unschedulable with `message`.
@@ -280,17 +263,21 @@ impl Cycler {
         now: Instant,
     ) -> Cycle {
         let key = attempt.queued.pod.key();
-        let outcome = if engine.queue.contains(&key) {
+        let outcome = engine.queue.contains(&key).then(|| {
             engine.park(&key, plugins, now);
             Outcome::Unschedulable { message, nomination: Nomination::Unchanged }
-        } else {
-            Outcome::Gone
-        };
+        });
+        self.ended(attempt, outcome)
+    }
+
+    /// The cycle of a member that ended with `outcome`, or [`Outcome::Gone`] when the pod
+    /// left the queue meanwhile.
+    fn ended(&self, attempt: Attempt, outcome: Option<Outcome>) -> Cycle {
         Cycle {
             duration: attempt.started.elapsed(),
             profile: self.profiles[attempt.profile].scheduler_name.clone(),
             queued: attempt.queued,
-            outcome,
+            outcome: outcome.unwrap_or(Outcome::Gone),
         }
     }
 }
