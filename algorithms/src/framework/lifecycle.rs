@@ -29,7 +29,7 @@ pub trait ReservePlugin: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Assumes what `pod` takes on `node`. `Ok(None)`: the pod takes nothing of this
-    /// plugin's, so there is nothing to undo or write. `Err`: the pod cannot be reserved
+    /// plugin's, so there is nothing to undo or write, and `objects` must be unchanged. `Err`: the pod cannot be reserved
     /// there (the objects changed since Filter, say).
     fn reserve(&self, objects: &mut ClusterObjects, pod: &PodInfo, node: &NodeInfo)
     -> Result<Option<Reserved>, Status>;

@@ -193,7 +193,6 @@ pub fn give_up<H: Host>(host: &H, req: &BindRequest, requeue: Requeue) -> bool {
     let requeued = host.with_engine(|e| {
         let now = host.now();
         let forgotten = e.forget(&key, now);
-        e.end_wait(&key);
         let again = match requeue {
             Requeue::IfForgotten => forgotten.is_some(),
             Requeue::Always => true,

@@ -35,10 +35,16 @@ impl Cache {
         };
         let mut done: Vec<(Arc<dyn ReservePlugin>, Reserved)> = Vec::new();
         for plugin in plugins {
-            match plugin.reserve(self.objects_mut(), pod, &info) {
-                Ok(Some(r)) => done.push((plugin.clone(), r)),
+            // A plugin that reserves nothing changes nothing, so a pod without volumes
+            // does not make the next snapshot copy the objects.
+            match plugin.reserve(&mut self.objects, pod, &info) {
+                Ok(Some(r)) => {
+                    self.objects_changed = true;
+                    done.push((plugin.clone(), r));
+                }
                 Ok(None) => {}
                 Err(status) => {
+                    self.objects_changed = true;
                     for (p, r) in done.iter().rev() {
                         p.unreserve(&mut self.objects, &key, r);
                     }
