@@ -198,6 +198,24 @@ pub struct PodInfo {
     pub scheduling_group: Option<String>,
     /// Claims, in-tree disks and inline CSI volumes.
     pub volumes: crate::volumes::PodVolumes,
+    /// `spec.resourceClaims`, with the claims created from templates resolved through
+    /// `status.resourceClaimStatuses`.
+    pub resource_claims: Vec<PodResourceClaim>,
+}
+
+/// One entry of a pod's `spec.resourceClaims`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodResourceClaim {
+    /// The name the pod's containers use.
+    pub name: String,
+    /// The ResourceClaim's name in the pod's namespace: `resourceClaimName`, or for a
+    /// template the name the resourceclaim controller reported; `None` while it has not
+    /// reported one (or reported that no claim is needed, see `not_needed`).
+    pub claim: Option<String>,
+    /// The claim is made from a ResourceClaimTemplate (and so must be owned by the pod).
+    pub from_template: bool,
+    /// The controller reported that no claim is needed for this entry.
+    pub not_needed: bool,
 }
 
 impl PodInfo {
@@ -300,10 +318,32 @@ impl PodInfo {
             info.spread_constraints.push(spread_constraint(c, &labels).map_err(sel_err("topologySpreadConstraints"))?);
         }
         info.volumes = crate::volumes::PodVolumes::from_spec(&info.namespace, &info.name, &info.uid, spec);
+        info.resource_claims = resource_claims(pod);
         info.labels = labels;
         (info.signature, info.signature_key) = signature(spec);
         Ok(info)
     }
+}
+
+fn resource_claims(pod: &core::Pod) -> Vec<PodResourceClaim> {
+    let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
+    let spec = pod.spec.as_ref();
+    spec.and_then(|s| s.resource_claims.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            if let Some(n) = c.resource_claim_name.as_ref().filter(|n| !n.is_empty()) {
+                return PodResourceClaim { name: c.name.clone(), claim: Some(n.clone()), from_template: false, not_needed: false };
+            }
+            let status = statuses.into_iter().flatten().find(|s| s.name == c.name);
+            PodResourceClaim {
+                name: c.name.clone(),
+                claim: status.and_then(|s| s.resource_claim_name.clone()),
+                from_template: true,
+                not_needed: status.is_some_and(|s| s.resource_claim_name.is_none()),
+            }
+        })
+        .collect()
 }
 
 fn signature(spec: &core::PodSpec) -> (u64, Arc<str>) {

@@ -138,6 +138,15 @@ impl Quantity {
         num.div_ceil(den)
     }
 
+    /// The value in billionths, rounded up (away from zero) and saturated.
+    pub fn nanos(&self) -> i128 {
+        if self.mantissa == 0 {
+            return 0;
+        }
+        let magnitude = i128::try_from(self.scaled_magnitude(9)).unwrap_or(i128::MAX);
+        if self.negative { -magnitude } else { magnitude }
+    }
+
     /// `Value()`: the integer value, rounded up.
     pub fn value(&self) -> i64 {
         self.scaled(0)

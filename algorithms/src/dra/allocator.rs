@@ -1,0 +1,521 @@
+//! The structured allocator: devices for every unallocated claim of a pod on one node.
+//!
+//! A depth-first search over the claims in order, their requests in order, each
+//! request's alternatives (`firstAvailable` sub-requests) in order of preference and the
+//! node's devices (pools by driver and name, slices by name, devices as published),
+//! trying each set of devices once and backing up across requests and claims when a
+//! later one cannot be met. The first complete solution wins, as in kube-scheduler.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::resource::v1 as api;
+
+use super::objects::{Attribute, Claim, Mode, NodeScope};
+use super::pools::{Pool, Reachable, gather};
+use super::selectors::{Prepared, matches, prepare};
+use super::state::{DeviceId, DraState};
+use crate::labels::Labels;
+
+/// The most devices one claim's allocation may hold.
+pub const MAX_RESULTS: usize = 32;
+
+/// Reports "nothing on this node" that is not a plain lack of devices (kube-scheduler
+/// returns it as the node's reason, not as an error).
+pub const INVALID_POOLS: &str = "invalid resource pools were encountered";
+
+/// The features of the allocator that feature gates switch.
+#[derive(Debug, Clone, Copy)]
+pub struct Features {
+    /// `DRAAdminAccess`.
+    pub admin_access: bool,
+    /// `DRAPrioritizedList`.
+    pub prioritized_list: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Features { admin_access: true, prioritized_list: true }
+    }
+}
+
+/// What the allocator found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// One allocation per claim, in the claims' order.
+    Allocated(Vec<api::AllocationResult>),
+    /// The claims cannot all be met on this node; the reason when it is not simply a
+    /// lack of devices ([`INVALID_POOLS`]).
+    Unschedulable(Option<String>),
+}
+
+/// One device chosen for one request.
+#[derive(Debug, Clone)]
+struct Pick {
+    /// `request` or `request/subrequest`.
+    name: String,
+    /// The request's own name.
+    parent: String,
+    device: Reachable,
+    admin: bool,
+}
+
+/// A `matchAttribute` constraint while the search runs.
+#[derive(Debug, Clone, Default)]
+struct Match {
+    value: Option<Attribute>,
+    count: usize,
+}
+
+/// Allocates `claims` (none of them allocated) on `node`.
+pub fn allocate(
+    state: &DraState,
+    node: &str,
+    labels: &Labels,
+    claims: &[Arc<Claim>],
+    features: Features,
+) -> Result<Outcome, String> {
+    validate(state, claims, features)?;
+    if claims.is_empty() {
+        return Ok(Outcome::Allocated(Vec::new()));
+    }
+    let pools = gather(state, node, labels);
+    let devices: Vec<Reachable> = pools.iter().flat_map(|p| p.devices(node, labels)).collect();
+    let mut search = Search {
+        state,
+        claims,
+        pools: &pools,
+        devices: &devices,
+        prepared: HashMap::new(),
+        matches: HashMap::new(),
+        taking: HashMap::new(),
+        picks: vec![Vec::new(); claims.len()],
+        constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
+        chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
+    };
+    if !search.claim(0)? {
+        if pools.iter().any(|p| p.invalid.is_some()) {
+            return Ok(Outcome::Unschedulable(Some(INVALID_POOLS.into())));
+        }
+        return Ok(Outcome::Unschedulable(None));
+    }
+    let mut out = Vec::with_capacity(claims.len());
+    for (i, claim) in claims.iter().enumerate() {
+        out.push(result(state, claim, &search.picks[i], &search.chosen[i], node)?);
+    }
+    Ok(Outcome::Allocated(out))
+}
+
+/// The checks kube-scheduler makes before searching.
+fn validate(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Result<(), String> {
+    for claim in claims {
+        let key = claim.key();
+        let mut minimum = 0usize;
+        for r in &claim.requests {
+            if r.prioritized && !features.prioritized_list {
+                return Err(format!(
+                    "claim {key}, request {}: has subrequests, but the DRAPrioritizedList feature is disabled",
+                    r.name
+                ));
+            }
+            let mut least = usize::MAX;
+            for alt in &r.alternatives {
+                let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
+                if alt.admin_access && !features.admin_access {
+                    return Err(format!(
+                        "claim {key}, request {name}: admin access is requested, but the feature is disabled"
+                    ));
+                }
+                if alt.class.is_empty() {
+                    return Err(format!("claim {key}, request {name}: missing device class name (unsupported request type?)"));
+                }
+                if state.class(&alt.class).is_none() {
+                    return Err(format!(
+                        "claim {key}, request {name}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
+                        alt.class, alt.class
+                    ));
+                }
+                least = least.min(match alt.mode {
+                    Mode::Count(n) => n as usize,
+                    Mode::All => 1,
+                });
+            }
+            minimum = minimum.saturating_add(least);
+        }
+        if minimum > MAX_RESULTS {
+            return Err(format!(
+                "claim {key}: number of requested devices {minimum} exceeds the claim limit of {MAX_RESULTS}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+struct Search<'a> {
+    state: &'a DraState,
+    claims: &'a [Arc<Claim>],
+    pools: &'a [Pool],
+    devices: &'a [Reachable],
+    /// Compiled selectors by (claim, request, alternative).
+    prepared: HashMap<(usize, usize, usize), Prepared>,
+    /// Selector results by (claim, request, alternative, device index).
+    matches: HashMap<(usize, usize, usize, usize), bool>,
+    /// Devices taken in this search, by the claims (indexes) taking them.
+    taking: HashMap<DeviceId, Vec<usize>>,
+    picks: Vec<Vec<Pick>>,
+    constraints: Vec<Vec<Match>>,
+    /// The alternative chosen for each request.
+    chosen: Vec<Vec<usize>>,
+}
+
+impl Search<'_> {
+    /// Claims `c..` (all requests of each).
+    fn claim(&mut self, c: usize) -> Result<bool, String> {
+        if c >= self.claims.len() {
+            return Ok(true);
+        }
+        self.request(c, 0)
+    }
+
+    /// Requests `r..` of claim `c`, then the claims after it.
+    fn request(&mut self, c: usize, r: usize) -> Result<bool, String> {
+        let claim = self.claims[c].clone();
+        let Some(request) = claim.requests.get(r) else { return self.claim(c + 1) };
+        for (a, alt) in request.alternatives.iter().enumerate() {
+            self.chosen[c][r] = a;
+            let done = match alt.mode {
+                Mode::Count(n) => {
+                    if self.picks[c].len() + n as usize > MAX_RESULTS {
+                        continue;
+                    }
+                    self.pick(c, r, a, n as usize, 0)?
+                }
+                Mode::All => self.all(c, r, a)?,
+            };
+            if done {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Picks `left` more devices for alternative `a` of request `r` of claim `c`, from
+    /// device index `from` on.
+    fn pick(&mut self, c: usize, r: usize, a: usize, left: usize, from: usize) -> Result<bool, String> {
+        if left == 0 {
+            return self.request(c, r + 1);
+        }
+        for k in from..self.devices.len() {
+            if !self.usable(c, r, a, k)? {
+                continue;
+            }
+            if !self.take(c, r, a, k, false)? {
+                continue;
+            }
+            if self.pick(c, r, a, left - 1, k + 1)? {
+                return Ok(true);
+            }
+            self.untake(c);
+        }
+        Ok(false)
+    }
+
+    /// Takes every matching device for an `All` alternative.
+    fn all(&mut self, c: usize, r: usize, a: usize) -> Result<bool, String> {
+        let claim = self.claims[c].clone();
+        let alt = &claim.requests[r].alternatives[a];
+        for pool in self.pools {
+            let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
+            if pool.incomplete {
+                return Err(format!(
+                    "claim {}, request {name}: asks for all devices, but resource pool {} is currently being updated",
+                    claim.key(),
+                    pool.id
+                ));
+            }
+            if pool.invalid.is_some() {
+                return Err(format!(
+                    "claim {}, request {name}: asks for all devices, but resource pool {} is currently invalid",
+                    claim.key(),
+                    pool.id
+                ));
+            }
+        }
+        let mut wanted = Vec::new();
+        for k in 0..self.devices.len() {
+            if self.selectable(c, r, a, k)? {
+                wanted.push(k);
+            }
+        }
+        if wanted.is_empty() || self.picks[c].len() + wanted.len() > MAX_RESULTS {
+            return Ok(false);
+        }
+        let mut taken = 0;
+        let mut ok = true;
+        for &k in &wanted {
+            if !self.free(c, alt.admin_access, k) || !self.take(c, r, a, k, true)? {
+                ok = false;
+                break;
+            }
+            taken += 1;
+        }
+        if ok && self.request(c, r + 1)? {
+            return Ok(true);
+        }
+        for _ in 0..taken {
+            self.untake(c);
+        }
+        Ok(false)
+    }
+
+    /// Whether device `k` is not held (or, with admin access, not taken by this claim).
+    fn free(&self, c: usize, admin: bool, k: usize) -> bool {
+        let id = &self.devices[k].device.id;
+        let taking = self.taking.get(id);
+        if admin {
+            return !taking.is_some_and(|t| t.contains(&c));
+        }
+        self.state.holders(id) == 0 && taking.is_none_or(|t| t.is_empty())
+    }
+
+    /// Whether device `k` can serve alternative `a` at all (not counting who holds it).
+    fn selectable(&mut self, c: usize, r: usize, a: usize, k: usize) -> Result<bool, String> {
+        let d = &self.devices[k].device;
+        if !d.binding_conditions.is_empty() || d.consumes_counters || d.tainted {
+            return Ok(false);
+        }
+        if let Some(m) = self.matches.get(&(c, r, a, k)) {
+            return Ok(*m);
+        }
+        let claim = &self.claims[c];
+        let state = self.state;
+        let prepared =
+            self.prepared.entry((c, r, a)).or_insert_with(|| prepare(state, claim, &claim.requests[r].alternatives[a]));
+        let m = matches(prepared, &self.devices[k])?;
+        self.matches.insert((c, r, a, k), m);
+        Ok(m)
+    }
+
+    fn usable(&mut self, c: usize, r: usize, a: usize, k: usize) -> Result<bool, String> {
+        let admin = self.claims[c].requests[r].alternatives[a].admin_access;
+        Ok(self.free(c, admin, k) && self.selectable(c, r, a, k)?)
+    }
+
+    /// Records device `k` for claim `c` if the claim's constraints allow it. With `must`
+    /// (an `All` request) a constraint that does not allow it is an error.
+    fn take(&mut self, c: usize, r: usize, a: usize, k: usize, must: bool) -> Result<bool, String> {
+        let claim = self.claims[c].clone();
+        let request = &claim.requests[r];
+        let alt = &request.alternatives[a];
+        let device = &self.devices[k];
+        for (i, constraint) in claim.constraints.iter().enumerate() {
+            if !constraint.covers(&alt.name) {
+                continue;
+            }
+            let value = device.device.attributes.get(&constraint.attribute);
+            let m = &self.constraints[c][i];
+            let fits = match (value, &m.value) {
+                (None, _) => false,
+                (Some(_), _) if m.count == 0 => true,
+                (Some(v), Some(reference)) => v == reference,
+                (Some(_), None) => false,
+            };
+            if !fits {
+                if must {
+                    let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
+                    return Err(format!(
+                        "claim {}, request {name}: cannot add device {} because a claim constraint would not be satisfied",
+                        claim.key(),
+                        device.device.id
+                    ));
+                }
+                return Ok(false);
+            }
+        }
+        for (i, constraint) in claim.constraints.iter().enumerate() {
+            if constraint.covers(&alt.name) {
+                let m = &mut self.constraints[c][i];
+                if m.count == 0 {
+                    m.value = device.device.attributes.get(&constraint.attribute).cloned();
+                }
+                m.count += 1;
+            }
+        }
+        self.taking.entry(device.device.id.clone()).or_default().push(c);
+        self.picks[c].push(Pick {
+            name: alt.name.clone(),
+            parent: request.name.clone(),
+            device: device.clone(),
+            admin: alt.admin_access,
+        });
+        Ok(true)
+    }
+
+    /// Gives back the last device claim `c` took.
+    fn untake(&mut self, c: usize) {
+        let Some(pick) = self.picks[c].pop() else { return };
+        let claim = self.claims[c].clone();
+        for (i, constraint) in claim.constraints.iter().enumerate() {
+            if constraint.covers(&pick.name) {
+                let m = &mut self.constraints[c][i];
+                m.count = m.count.saturating_sub(1);
+            }
+        }
+        if let Some(t) = self.taking.get_mut(&pick.device.device.id) {
+            if let Some(at) = t.iter().rposition(|x| *x == c) {
+                t.remove(at);
+            }
+            if t.is_empty() {
+                self.taking.remove(&pick.device.device.id);
+            }
+        }
+        let _ = pick.parent;
+    }
+}
+
+/// The allocation result of one claim from its picks.
+fn result(
+    state: &DraState,
+    claim: &Claim,
+    picks: &[Pick],
+    chosen: &[usize],
+    node: &str,
+) -> Result<api::AllocationResult, String> {
+    let results = picks
+        .iter()
+        .map(|p| api::DeviceRequestAllocationResult {
+            request: p.name.clone(),
+            driver: p.device.device.id.driver.to_string(),
+            pool: p.device.device.id.pool.to_string(),
+            device: p.device.device.name.clone(),
+            admin_access: p.admin.then_some(true),
+            ..Default::default()
+        })
+        .collect();
+    let node_selector = node_selector(picks, node).map_err(|e| format!("create NodeSelector for claim {}: {e}", claim.name))?;
+    Ok(api::AllocationResult {
+        devices: Some(api::DeviceAllocationResult { results: Some(results), config: config(state, claim, chosen) }),
+        node_selector,
+        allocation_timestamp: None,
+    })
+}
+
+/// The request names a claim's allocation answers: `request`, or `request/subrequest`
+/// for the alternative chosen.
+fn answered(claim: &Claim, chosen: &[usize]) -> Vec<(String, String)> {
+    claim
+        .requests
+        .iter()
+        .zip(chosen)
+        .map(|(r, a)| (r.name.clone(), r.alternatives.get(*a).map(|x| x.name.clone()).unwrap_or_default()))
+        .collect()
+}
+
+/// The configuration of an allocation: the classes' (per class, the requests using it),
+/// then the claim's (those naming a request or the chosen alternative); a list naming
+/// every request is cleared (empty means all).
+fn config(state: &DraState, claim: &Claim, chosen: &[usize]) -> Option<Vec<api::DeviceAllocationConfiguration>> {
+    let names = answered(claim, chosen);
+    let mut out: Vec<api::DeviceAllocationConfiguration> = Vec::new();
+    let mut class_at: Vec<(String, Vec<usize>)> = Vec::new();
+    for (r, a) in claim.requests.iter().zip(chosen) {
+        let Some(alt) = r.alternatives.get(*a) else { continue };
+        if let Some((_, at)) = class_at.iter().find(|(c, _)| *c == alt.class) {
+            for i in at {
+                out[*i].requests.get_or_insert_with(Vec::new).push(alt.name.clone());
+            }
+            continue;
+        }
+        let Some(class) = state.class(&alt.class) else { continue };
+        let mut at = Vec::new();
+        for cfg in &class.config {
+            at.push(out.len());
+            out.push(api::DeviceAllocationConfiguration {
+                opaque: cfg.opaque.clone(),
+                requests: Some(vec![alt.name.clone()]),
+                source: "FromClass".into(),
+            });
+        }
+        class_at.push((alt.class.clone(), at));
+    }
+    for cfg in claim.api.spec.devices.iter().flat_map(|d| d.config.iter().flatten()) {
+        let requests = cfg.requests.clone().unwrap_or_default();
+        let keep = requests.is_empty() || names.iter().any(|(r, alt)| requests.contains(r) || requests.contains(alt));
+        if keep {
+            out.push(api::DeviceAllocationConfiguration {
+                opaque: cfg.opaque.clone(),
+                requests: (!requests.is_empty()).then_some(requests),
+                source: "FromClaim".into(),
+            });
+        }
+    }
+    for cfg in &mut out {
+        let covers_all = cfg
+            .requests
+            .as_ref()
+            .is_some_and(|list| names.iter().all(|(r, alt)| list.contains(r) || list.contains(alt)));
+        if covers_all {
+            cfg.requests = None;
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Where the allocation can be used: the node itself when a device is local to it,
+/// otherwise the slices' (or devices') single-term selectors merged; `None` everywhere.
+fn node_selector(picks: &[Pick], node: &str) -> Result<Option<core::NodeSelector>, String> {
+    let mut term = core::NodeSelectorTerm::default();
+    for p in picks {
+        let scope = p.device.device.scope.as_ref().unwrap_or(&p.device.slice.scope);
+        match scope {
+            NodeScope::Node(_) => return Ok(Some(local(node))),
+            NodeScope::Selector(_, sel) => match sel.node_selector_terms.as_slice() {
+                [] => {}
+                [one] => {
+                    merge(&mut term.match_expressions, one.match_expressions.as_deref());
+                    merge(&mut term.match_fields, one.match_fields.as_deref());
+                }
+                many => return Err(format!("unsupported ResourceSlice.NodeSelector with {} terms", many.len())),
+            },
+            NodeScope::All | NodeScope::PerDevice => {}
+        }
+    }
+    if term.match_expressions.as_ref().is_none_or(|e| e.is_empty()) && term.match_fields.as_ref().is_none_or(|f| f.is_empty())
+    {
+        return Ok(None);
+    }
+    Ok(Some(core::NodeSelector { node_selector_terms: vec![term] }))
+}
+
+fn merge(into: &mut Option<Vec<core::NodeSelectorRequirement>>, from: Option<&[core::NodeSelectorRequirement]>) {
+    for req in from.unwrap_or_default() {
+        let list = into.get_or_insert_with(Vec::new);
+        let same = |a: &core::NodeSelectorRequirement| {
+            let mut x = a.values.clone().unwrap_or_default();
+            let mut y = req.values.clone().unwrap_or_default();
+            x.sort();
+            x.dedup();
+            y.sort();
+            y.dedup();
+            a.key == req.key && a.operator == req.operator && x == y
+        };
+        if !list.iter().any(same) {
+            list.push(req.clone());
+        }
+    }
+}
+
+/// The node selector naming one node by its name.
+pub fn local(node: &str) -> core::NodeSelector {
+    core::NodeSelector {
+        node_selector_terms: vec![core::NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![core::NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "In".into(),
+                values: Some(vec![node.into()]),
+            }]),
+        }],
+    }
+}

@@ -1,0 +1,21 @@
+//! Dynamic Resource Allocation (`resource.k8s.io/v1`): the objects drivers and users
+//! publish, the state the scheduler keeps of them, the CEL selectors and the structured
+//! allocator that picks devices for a pod's claims on one node.
+
+mod allocator;
+mod cel_env;
+mod objects;
+mod pools;
+mod selectors;
+mod state;
+
+pub use objects::{
+    Alternative, Attribute, Claim, Constraint, Consumer, Device, DeviceClass, MAX_CONSUMERS, Mode, NodeScope, Request,
+    Slice, qualify,
+};
+pub use state::{DeviceId, DraState, held_devices};
+pub use allocator::{Features, INVALID_POOLS, MAX_RESULTS, Outcome, allocate, local};
+pub use pools::{Pool, Reachable, gather};
+pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
+#[cfg(test)]
+mod tests;

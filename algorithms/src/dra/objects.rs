@@ -1,0 +1,430 @@
+//! The DRA objects the scheduler reads (`resource.k8s.io/v1`), parsed once when they
+//! arrive: ResourceSlices with their devices, DeviceClasses and ResourceClaims.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use k8s_openapi::api::resource::v1 as api;
+
+use crate::labels::NodeSelector;
+use crate::quantity::Quantity;
+
+/// A device attribute's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attribute {
+    /// `int`.
+    Int(i64),
+    /// `bool`.
+    Bool(bool),
+    /// `string`.
+    Str(String),
+    /// `version` (semantic version text).
+    Version(String),
+}
+
+impl Attribute {
+    fn from_api(a: &api::DeviceAttribute) -> Option<Self> {
+        if let Some(i) = a.int {
+            Some(Attribute::Int(i))
+        } else if let Some(b) = a.bool {
+            Some(Attribute::Bool(b))
+        } else if let Some(s) = &a.string {
+            Some(Attribute::Str(s.clone()))
+        } else {
+            a.version.as_ref().map(|v| Attribute::Version(v.clone()))
+        }
+    }
+}
+
+/// Which nodes can reach a slice's (or a device's) devices.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeScope {
+    /// One node, by name.
+    Node(String),
+    /// The nodes a selector matches (parsed, and as published).
+    Selector(NodeSelector, Arc<k8s_openapi::api::core::v1::NodeSelector>),
+    /// Every node.
+    All,
+    /// Each device says (`perDeviceNodeSelection`).
+    PerDevice,
+}
+
+impl NodeScope {
+    fn from_parts(
+        node_name: Option<&String>,
+        selector: Option<&k8s_openapi::api::core::v1::NodeSelector>,
+        all: Option<bool>,
+        per_device: Option<bool>,
+    ) -> Option<Self> {
+        if let Some(n) = node_name.filter(|n| !n.is_empty()) {
+            Some(NodeScope::Node(n.clone()))
+        } else if let Some(s) = selector {
+            Some(NodeScope::Selector(NodeSelector::parse(s), Arc::new(s.clone())))
+        } else if all == Some(true) {
+            Some(NodeScope::All)
+        } else if per_device == Some(true) {
+            Some(NodeScope::PerDevice)
+        } else {
+            None
+        }
+    }
+
+    /// Whether a node (name and labels) can reach the devices.
+    pub fn reaches(&self, node: &str, labels: &crate::labels::Labels) -> bool {
+        match self {
+            NodeScope::Node(n) => n == node,
+            NodeScope::Selector(s, _) => s.matches(node, labels),
+            NodeScope::All => true,
+            NodeScope::PerDevice => false,
+        }
+    }
+}
+
+/// One device a driver published.
+#[derive(Debug)]
+pub struct Device {
+    /// Its name, unique in its pool.
+    pub name: String,
+    /// Driver, pool and name.
+    pub id: super::DeviceId,
+    /// Attributes by fully qualified name (`domain/id`; unqualified names get the driver's domain).
+    pub attributes: BTreeMap<String, Attribute>,
+    /// Capacities by fully qualified name.
+    pub capacity: BTreeMap<String, Quantity>,
+    /// Where the device can be used, when the slice selects per device.
+    pub scope: Option<NodeScope>,
+    /// The device declares binding conditions (the allocation waits for the driver).
+    pub binding_conditions: Vec<String>,
+    /// Binding failure conditions.
+    pub binding_failure_conditions: Vec<String>,
+    /// The device consumes shared counters (partitionable devices).
+    pub consumes_counters: bool,
+    /// The device carries a taint with effect NoSchedule or NoExecute.
+    pub tainted: bool,
+    /// Its CEL value, built when a selector first reads it.
+    cel: OnceLock<Result<Box<dyn cel::common::value::Val>, String>>,
+    /// Selector verdicts by selector set (see `selectors`).
+    pub(super) verdicts: RwLock<rustc_hash::FxHashMap<u64, bool>>,
+}
+
+impl Device {
+    /// Its CEL `device` value (built once).
+    pub fn cel_value(&self, driver: &str) -> &Result<Box<dyn cel::common::value::Val>, String> {
+        self.cel.get_or_init(|| super::selectors::device_value(driver, self))
+    }
+}
+
+/// `domain/id` for an attribute or capacity name as published by `driver`.
+pub fn qualify(driver: &str, name: &str) -> String {
+    if name.contains('/') { name.to_string() } else { format!("{driver}/{name}") }
+}
+
+/// A ResourceSlice.
+#[derive(Debug, Clone)]
+pub struct Slice {
+    /// Its name.
+    pub name: String,
+    /// The driver publishing it.
+    pub driver: String,
+    /// The pool it belongs to.
+    pub pool: String,
+    /// The pool's generation this slice belongs to.
+    pub generation: i64,
+    /// How many slices the pool's generation has.
+    pub slice_count: i64,
+    /// Which nodes can reach its devices.
+    pub scope: NodeScope,
+    /// Its devices, in published order.
+    pub devices: Vec<Arc<Device>>,
+    /// The slice publishes shared counters (partitionable devices).
+    pub shared_counters: bool,
+    /// A number the state gives each slice object it stores, never reused: caches of
+    /// per-device results key on it.
+    pub version: u64,
+}
+
+impl Slice {
+    /// Parses a ResourceSlice.
+    pub fn from_api(s: &api::ResourceSlice) -> Result<Self, String> {
+        let name = s.metadata.name.clone().ok_or("resourceslice has no metadata.name")?;
+        let spec = &s.spec;
+        let scope = NodeScope::from_parts(
+            spec.node_name.as_ref(),
+            spec.node_selector.as_ref(),
+            spec.all_nodes,
+            spec.per_device_node_selection,
+        )
+        .ok_or_else(|| {
+            format!("resourceslice {name}: one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required")
+        })?;
+        let driver = spec.driver.clone();
+        let mut devices = Vec::new();
+        for d in spec.devices.iter().flatten() {
+            let attributes =
+                d.attributes.iter().flatten().filter_map(|(k, v)| Some((qualify(&driver, k), Attribute::from_api(v)?)));
+            let mut capacity = BTreeMap::new();
+            for (k, c) in d.capacity.iter().flatten() {
+                let q = Quantity::parse(&c.value.0)
+                    .map_err(|e| format!("resourceslice {name}: device {}: capacity {k}: {e}", d.name))?;
+                capacity.insert(qualify(&driver, k), q);
+            }
+            let device_scope = if scope == NodeScope::PerDevice {
+                Some(
+                    NodeScope::from_parts(d.node_name.as_ref(), d.node_selector.as_ref(), d.all_nodes, None)
+                        .ok_or_else(|| format!("resourceslice {name}: device {} selects no node", d.name))?,
+                )
+            } else {
+                None
+            };
+            devices.push(Arc::new(Device {
+                id: super::DeviceId::new(&driver, &spec.pool.name, &d.name),
+                consumes_counters: d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
+                tainted: d
+                    .taints
+                    .iter()
+                    .flatten()
+                    .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"),
+                name: d.name.clone(),
+                cel: OnceLock::new(),
+                verdicts: RwLock::default(),
+                attributes: attributes.collect(),
+                capacity,
+                scope: device_scope,
+                binding_conditions: d.binding_conditions.clone().unwrap_or_default(),
+                binding_failure_conditions: d.binding_failure_conditions.clone().unwrap_or_default(),
+            }));
+        }
+        Ok(Slice {
+            name,
+            driver,
+            pool: spec.pool.name.clone(),
+            generation: spec.pool.generation,
+            slice_count: spec.pool.resource_slice_count,
+            scope,
+            devices,
+            shared_counters: spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()),
+            version: 0,
+        })
+    }
+}
+
+/// A DeviceClass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceClass {
+    /// Its name.
+    pub name: String,
+    /// CEL selectors, all of which a device must satisfy.
+    pub selectors: Vec<String>,
+    /// Its opaque configuration, copied into allocations.
+    pub config: Vec<api::DeviceClassConfiguration>,
+}
+
+impl DeviceClass {
+    /// Parses a DeviceClass.
+    pub fn from_api(c: &api::DeviceClass) -> Result<Self, String> {
+        let name = c.metadata.name.clone().ok_or("deviceclass has no metadata.name")?;
+        Ok(DeviceClass {
+            selectors: selectors(c.spec.selectors.as_deref()),
+            config: c.spec.config.clone().unwrap_or_default(),
+            name,
+        })
+    }
+}
+
+fn selectors(s: Option<&[api::DeviceSelector]>) -> Vec<String> {
+    s.unwrap_or_default().iter().filter_map(|s| s.cel.as_ref().map(|c| c.expression.clone())).collect()
+}
+
+/// How many devices a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Exactly this many.
+    Count(u32),
+    /// Every matching device the node can reach.
+    All,
+}
+
+/// One way to satisfy a request: a class, selectors and a count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alternative {
+    /// The name in allocation results: `request` or `request/subrequest`.
+    pub name: String,
+    /// The DeviceClass.
+    pub class: String,
+    /// The request's own CEL selectors.
+    pub selectors: Vec<String>,
+    /// How many devices.
+    pub mode: Mode,
+    /// Admin access: the devices are not consumed and may be in use.
+    pub admin_access: bool,
+}
+
+/// A request of a claim: exactly one alternative, or `firstAvailable` sub-requests in
+/// order of preference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The request's name.
+    pub name: String,
+    /// Its alternatives (one unless it has `firstAvailable`).
+    pub alternatives: Vec<Alternative>,
+    /// Whether it came from `firstAvailable`.
+    pub prioritized: bool,
+}
+
+/// A `matchAttribute` constraint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Constraint {
+    /// The requests it covers (all when empty).
+    pub requests: Vec<String>,
+    /// The fully qualified attribute that must be equal.
+    pub attribute: String,
+}
+
+impl Constraint {
+    /// Whether the constraint covers a request (`name` may be `request/subrequest`).
+    pub fn covers(&self, name: &str) -> bool {
+        let parent = name.split('/').next().unwrap_or(name);
+        self.requests.is_empty() || self.requests.iter().any(|r| r == name || r == parent)
+    }
+}
+
+/// Who a claim is reserved for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumer {
+    /// The resource (`pods` for pods).
+    pub resource: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+/// A ResourceClaim, parsed, with the API object it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// Resource version.
+    pub resource_version: String,
+    /// The controlling owner's (kind, name, uid), if any.
+    pub owner: Option<(String, String, String)>,
+    /// The claim has a deletion timestamp.
+    pub deleting: bool,
+    /// Requests, in order.
+    pub requests: Vec<Request>,
+    /// Constraints.
+    pub constraints: Vec<Constraint>,
+    /// `status.reservedFor`.
+    pub reserved_for: Vec<Consumer>,
+    /// The API object (its status as assumed, when assumed).
+    pub api: Arc<api::ResourceClaim>,
+}
+
+/// The most consumers one claim may be reserved for.
+pub const MAX_CONSUMERS: usize = 256;
+
+impl Claim {
+    /// Parses a ResourceClaim.
+    pub fn from_api(c: &api::ResourceClaim) -> Result<Self, String> {
+        let meta = &c.metadata;
+        let name = meta.name.clone().ok_or("resourceclaim has no metadata.name")?;
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let mut requests = Vec::new();
+        for r in c.spec.devices.iter().flat_map(|d| d.requests.iter().flatten()) {
+            let alternatives = if let Some(e) = &r.exactly {
+                let mode = mode(e.allocation_mode.as_deref(), e.count)
+                    .map_err(|m| format!("resourceclaim {namespace}/{name}: request {}: {m}", r.name))?;
+                vec![Alternative {
+                    name: r.name.clone(),
+                    class: e.device_class_name.clone(),
+                    selectors: selectors(e.selectors.as_deref()),
+                    mode,
+                    admin_access: e.admin_access == Some(true),
+                }]
+            } else {
+                let mut alts = Vec::new();
+                for s in r.first_available.iter().flatten() {
+                    let mode = mode(s.allocation_mode.as_deref(), s.count)
+                        .map_err(|m| format!("resourceclaim {namespace}/{name}: request {}/{}: {m}", r.name, s.name))?;
+                    alts.push(Alternative {
+                        name: format!("{}/{}", r.name, s.name),
+                        class: s.device_class_name.clone(),
+                        selectors: selectors(s.selectors.as_deref()),
+                        mode,
+                        admin_access: false,
+                    });
+                }
+                if alts.is_empty() {
+                    return Err(format!(
+                        "resourceclaim {namespace}/{name}: request {}: neither exactly nor firstAvailable",
+                        r.name
+                    ));
+                }
+                alts
+            };
+            requests.push(Request { name: r.name.clone(), prioritized: r.exactly.is_none(), alternatives });
+        }
+        let constraints = c
+            .spec
+            .devices
+            .iter()
+            .flat_map(|d| d.constraints.iter().flatten())
+            .filter_map(|k| {
+                Some(Constraint { requests: k.requests.clone().unwrap_or_default(), attribute: k.match_attribute.clone()? })
+            })
+            .collect();
+        let status = c.status.as_ref();
+        Ok(Claim {
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            owner: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .map(|o| (o.kind.clone(), o.name.clone(), o.uid.clone())),
+            deleting: meta.deletion_timestamp.is_some(),
+            requests,
+            constraints,
+            reserved_for: status
+                .and_then(|s| s.reserved_for.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|r| Consumer { resource: r.resource.clone(), name: r.name.clone(), uid: r.uid.clone() })
+                .collect(),
+            api: Arc::new(c.clone()),
+            namespace,
+            name,
+        })
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The allocation, if the claim is allocated.
+    pub fn allocation(&self) -> Option<&api::AllocationResult> {
+        self.api.status.as_ref().and_then(|s| s.allocation.as_ref())
+    }
+
+    /// Whether it is reserved for the pod with this UID.
+    pub fn reserved_for_pod(&self, uid: &str) -> bool {
+        self.reserved_for.iter().any(|c| c.resource == "pods" && c.uid == uid)
+    }
+}
+
+fn mode(allocation_mode: Option<&str>, count: Option<i64>) -> Result<Mode, String> {
+    match allocation_mode.unwrap_or("ExactCount") {
+        "ExactCount" => {
+            let n = count.unwrap_or(1);
+            u32::try_from(n).ok().filter(|n| *n > 0).map(Mode::Count).ok_or_else(|| format!("invalid count {n}"))
+        }
+        "All" => Ok(Mode::All),
+        other => Err(format!("unknown allocationMode {other:?}")),
+    }
+}

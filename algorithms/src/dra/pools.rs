@@ -1,0 +1,93 @@
+//! The pools of devices one node can reach: the slices that serve it, grouped by
+//! driver and pool, only the newest generation, with pools that are being updated
+//! (fewer slices than `resourceSliceCount`) or invalid (a device name twice) marked.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use super::objects::{Device, NodeScope, Slice};
+use super::state::DraState;
+use crate::labels::Labels;
+
+/// One pool as the node sees it.
+#[derive(Debug)]
+pub struct Pool {
+    /// `driver/pool`, as messages print it.
+    pub id: String,
+    /// Fewer slices of its newest generation exist than it announces.
+    pub incomplete: bool,
+    /// It is invalid: why.
+    pub invalid: Option<String>,
+    /// The slices serving the node, sorted by name (empty when incomplete or invalid).
+    pub slices: Vec<Arc<Slice>>,
+}
+
+/// A device the node can reach, with the slice it came from.
+#[derive(Debug, Clone)]
+pub struct Reachable {
+    /// The slice.
+    pub slice: Arc<Slice>,
+    /// The device.
+    pub device: Arc<Device>,
+}
+
+impl Pool {
+    /// Its devices the node can reach, in slice then device order.
+    pub fn devices<'a>(&'a self, node: &'a str, labels: &'a Labels) -> impl Iterator<Item = Reachable> + 'a {
+        self.slices.iter().flat_map(move |s| {
+            s.devices
+                .iter()
+                .filter(move |d| d.scope.as_ref().is_none_or(|sc| sc.reaches(node, labels)))
+                .map(move |d| Reachable { slice: s.clone(), device: d.clone() })
+        })
+    }
+}
+
+/// Whether a slice serves the node.
+fn serves(slice: &Slice, node: &str, labels: &Labels) -> bool {
+    match &slice.scope {
+        NodeScope::PerDevice => slice.devices.iter().any(|d| d.scope.as_ref().is_some_and(|s| s.reaches(node, labels))),
+        scope => scope.reaches(node, labels),
+    }
+}
+
+/// The pools serving a node, sorted by driver then pool name.
+pub fn gather(state: &DraState, node: &str, labels: &Labels) -> Vec<Pool> {
+    let mut newest: BTreeMap<(&str, &str), Vec<&Arc<Slice>>> = BTreeMap::new();
+    for slice in state.slices_for(node) {
+        if slice.shared_counters || !serves(slice, node, labels) {
+            continue;
+        }
+        let list = newest.entry((slice.driver.as_str(), slice.pool.as_str())).or_default();
+        match list.first().map(|s| s.generation) {
+            Some(g) if g > slice.generation => {}
+            Some(g) if g < slice.generation => *list = vec![slice],
+            _ => list.push(slice),
+        }
+    }
+    let mut pools = Vec::with_capacity(newest.len());
+    for ((driver, pool), mut slices) in newest {
+        let generation = slices.first().map(|s| s.generation).unwrap_or_default();
+        let count = slices.first().map(|s| s.slice_count).unwrap_or_default();
+        let id = format!("{driver}/{pool}");
+        let mut incomplete = false;
+        if i64::try_from(slices.len()).unwrap_or(i64::MAX) != count {
+            let all: Vec<&Arc<Slice>> = state.pool_slices(driver, pool).collect();
+            if all.iter().any(|s| s.generation > generation) {
+                continue;
+            }
+            let same = all.iter().filter(|s| s.generation == generation).count();
+            incomplete = i64::try_from(same).unwrap_or(i64::MAX) != count;
+        }
+        slices.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut seen = HashSet::new();
+        let invalid = slices
+            .iter()
+            .flat_map(|s| s.devices.iter())
+            .find(|d| !seen.insert(d.name.as_str()))
+            .map(|d| format!("duplicate device name {}", d.name));
+        let slices = if incomplete || invalid.is_some() { Vec::new() } else { slices.into_iter().cloned().collect() };
+        pools.push(Pool { id, incomplete, invalid, slices });
+    }
+    pools
+}

@@ -1,0 +1,287 @@
+//! The DRA objects of the cluster with the allocations the scheduler assumed on top of
+//! what the API server last said, and the indexes the allocator reads: the slices each
+//! node can reach, and how many claims hold each device.
+//!
+//! Like the volume store, the maps are persistent: a snapshot's copy costs constant time.
+
+use std::sync::Arc;
+
+use imbl::shared_ptr::DefaultSharedPtr;
+use k8s_openapi::api::resource::v1 as api;
+
+use super::objects::{Claim, DeviceClass, Slice};
+
+type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
+type Key = Arc<str>;
+
+/// A device's identity: driver, pool and device name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    /// The driver.
+    pub driver: Arc<str>,
+    /// The pool.
+    pub pool: Arc<str>,
+    /// The device.
+    pub device: Arc<str>,
+}
+
+impl DeviceId {
+    /// The id from its parts.
+    pub fn new(driver: &str, pool: &str, device: &str) -> Self {
+        DeviceId { driver: driver.into(), pool: pool.into(), device: device.into() }
+    }
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// The devices an allocation holds (not those taken with admin access, which consume nothing).
+pub fn held_devices(allocation: &api::AllocationResult) -> impl Iterator<Item = DeviceId> + '_ {
+    allocation
+        .devices
+        .iter()
+        .flat_map(|d| d.results.iter().flatten())
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+}
+
+/// ResourceClaims, ResourceSlices, DeviceClasses and ResourceClaimTemplates, with
+/// assumed allocations.
+#[derive(Debug, Clone, Default)]
+pub struct DraState {
+    claims: HashMap<Key, Arc<Claim>>,
+    /// Claims as Reserve assumed them, with the resource version they were assumed over.
+    assumed: HashMap<Key, (Arc<Claim>, String)>,
+    slices: HashMap<Key, Arc<Slice>>,
+    classes: HashMap<Key, Arc<DeviceClass>>,
+    templates: HashMap<Key, Arc<api::ResourceClaimTemplate>>,
+    /// Slices whose devices one node can reach, by node name (slice names, sorted).
+    by_node: HashMap<Key, imbl::OrdSet<Key>>,
+    /// Slices that select their nodes (selector, all nodes or per device).
+    selecting: imbl::OrdSet<Key>,
+    /// Slice names by pool (`driver` and `pool` joined by a NUL).
+    by_pool: HashMap<Key, imbl::OrdSet<Key>>,
+    /// How many claims (as assumed) hold each device.
+    in_use: HashMap<DeviceId, u32>,
+    next_version: u64,
+    generation: u64,
+}
+
+impl DraState {
+    /// Bumped on every change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// A claim by `namespace/name`, as assumed if it is.
+    pub fn claim(&self, key: &str) -> Option<&Arc<Claim>> {
+        if self.assumed.is_empty() {
+            return self.claims.get(key);
+        }
+        self.assumed.get(key).map(|(c, _)| c).or_else(|| self.claims.get(key))
+    }
+
+    /// A claim as the API server last said, ignoring assumptions.
+    pub fn api_claim(&self, key: &str) -> Option<&Arc<Claim>> {
+        self.claims.get(key)
+    }
+
+    /// Every claim, as assumed.
+    pub fn claims(&self) -> impl Iterator<Item = &Arc<Claim>> {
+        self.claims.iter().map(|(k, c)| self.assumed.get(k).map(|(a, _)| a).unwrap_or(c))
+    }
+
+    /// A DeviceClass by name.
+    pub fn class(&self, name: &str) -> Option<&Arc<DeviceClass>> {
+        self.classes.get(name)
+    }
+
+    /// A ResourceClaimTemplate by `namespace/name`.
+    pub fn template(&self, key: &str) -> Option<&Arc<api::ResourceClaimTemplate>> {
+        self.templates.get(key)
+    }
+
+    /// A slice by name.
+    pub fn slice(&self, name: &str) -> Option<&Arc<Slice>> {
+        self.slices.get(name)
+    }
+
+    /// Every slice.
+    pub fn slices(&self) -> impl Iterator<Item = &Arc<Slice>> {
+        self.slices.values()
+    }
+
+    /// The slices a node may reach: those naming it, then those selecting nodes (the
+    /// caller checks their selectors), each list in name order.
+    pub fn slices_for(&self, node: &str) -> impl Iterator<Item = &Arc<Slice>> {
+        let named = self.by_node.get(node).into_iter().flatten();
+        named.chain(self.selecting.iter()).filter_map(|k| self.slices.get(k))
+    }
+
+    /// Every slice of a driver's pool, whatever node it serves.
+    pub fn pool_slices(&self, driver: &str, pool: &str) -> impl Iterator<Item = &Arc<Slice>> {
+        self.by_pool.get(pool_key(driver, pool).as_str()).into_iter().flatten().filter_map(|k| self.slices.get(k))
+    }
+
+    /// How many claims hold the device.
+    pub fn holders(&self, id: &DeviceId) -> u32 {
+        self.in_use.get(id).copied().unwrap_or(0)
+    }
+
+    /// Whether any device is held.
+    pub fn any_held(&self) -> bool {
+        !self.in_use.is_empty()
+    }
+
+    /// Counts of (claims, slices, classes, templates).
+    pub fn counts(&self) -> [usize; 4] {
+        [self.claims.len(), self.slices.len(), self.classes.len(), self.templates.len()]
+    }
+
+    fn hold(&mut self, claim: Option<&Arc<Claim>>, delta: i64) {
+        let Some(allocation) = claim.and_then(|c| c.allocation()) else { return };
+        for id in held_devices(allocation) {
+            let n = i64::from(self.holders(&id)) + delta;
+            if n <= 0 {
+                self.in_use.remove(&id);
+            } else {
+                self.in_use.insert(id, u32::try_from(n).unwrap_or(u32::MAX));
+            }
+        }
+    }
+
+    /// Replaces what a key's effective claim holds: `before` released, then the new one held.
+    fn swap_effective(&mut self, key: &str, before: Option<Arc<Claim>>) {
+        self.hold(before.as_ref(), -1);
+        let after = self.claim(key).cloned();
+        self.hold(after.as_ref(), 1);
+        self.generation += 1;
+    }
+
+    /// Adds or replaces a claim from the API; an assumption over an older version goes.
+    pub fn upsert_claim(&mut self, claim: Claim) -> Option<Arc<Claim>> {
+        let key: Key = claim.key().into();
+        let before = self.claim(&key).cloned();
+        if self.assumed.get(&key).is_some_and(|(_, base)| *base != claim.resource_version) {
+            self.assumed.remove(&key);
+        }
+        let old = self.claims.insert(key.clone(), Arc::new(claim));
+        self.swap_effective(&key, before);
+        old
+    }
+
+    /// Removes a claim (and any assumption about it).
+    pub fn remove_claim(&mut self, key: &str) -> Option<Arc<Claim>> {
+        let before = self.claim(key).cloned();
+        self.assumed.remove(key);
+        let old = self.claims.remove(key);
+        self.swap_effective(key, before);
+        old
+    }
+
+    /// Assumes a claim's new form (an allocation, a consumer added) until the API server
+    /// reports a version newer than the one it was assumed over.
+    pub fn assume(&mut self, claim: Arc<Claim>) {
+        let key: Key = claim.key().into();
+        let before = self.claim(&key).cloned();
+        let base = self.claims.get(&key).map(|c| c.resource_version.clone()).unwrap_or_default();
+        self.assumed.insert(key.clone(), (claim, base));
+        self.swap_effective(&key, before);
+    }
+
+    /// Drops an assumption, if it is still the one given (a newer one is left alone).
+    pub fn restore(&mut self, assumed: &Arc<Claim>) {
+        let key = assumed.key();
+        if !self.assumed.get(key.as_str()).is_some_and(|(c, _)| Arc::ptr_eq(c, assumed)) {
+            return;
+        }
+        let before = self.claim(&key).cloned();
+        self.assumed.remove(key.as_str());
+        self.swap_effective(&key, before);
+    }
+
+    /// Whether a claim is assumed.
+    pub fn is_assumed(&self, key: &str) -> bool {
+        self.assumed.contains_key(key)
+    }
+
+    /// Adds or replaces a slice.
+    pub fn upsert_slice(&mut self, mut slice: Slice) -> Option<Arc<Slice>> {
+        self.next_version += 1;
+        slice.version = self.next_version;
+        let key: Key = slice.name.as_str().into();
+        let old = self.remove_slice(&key);
+        match &slice.scope {
+            super::objects::NodeScope::Node(n) => {
+                self.by_node.entry(n.as_str().into()).or_default().insert(key.clone());
+            }
+            _ => {
+                self.selecting.insert(key.clone());
+            }
+        }
+        self.by_pool.entry(pool_key(&slice.driver, &slice.pool).into()).or_default().insert(key.clone());
+        self.slices.insert(key, Arc::new(slice));
+        self.generation += 1;
+        old
+    }
+
+    /// Removes a slice.
+    pub fn remove_slice(&mut self, name: &str) -> Option<Arc<Slice>> {
+        let old = self.slices.remove(name)?;
+        let pool = pool_key(&old.driver, &old.pool);
+        if let Some(set) = self.by_pool.get_mut(pool.as_str()) {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_pool.remove(pool.as_str());
+            }
+        }
+        if let super::objects::NodeScope::Node(n) = &old.scope {
+            if let Some(set) = self.by_node.get_mut(n.as_str()) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.by_node.remove(n.as_str());
+                }
+            }
+        } else {
+            self.selecting.remove(name);
+        }
+        self.generation += 1;
+        Some(old)
+    }
+
+    /// Adds or replaces a DeviceClass.
+    pub fn upsert_class(&mut self, class: DeviceClass) -> Option<Arc<DeviceClass>> {
+        self.generation += 1;
+        self.classes.insert(class.name.as_str().into(), Arc::new(class))
+    }
+
+    /// Removes a DeviceClass.
+    pub fn remove_class(&mut self, name: &str) -> Option<Arc<DeviceClass>> {
+        self.generation += 1;
+        self.classes.remove(name)
+    }
+
+    /// Adds or replaces a ResourceClaimTemplate.
+    pub fn upsert_template(&mut self, t: api::ResourceClaimTemplate) -> Option<Arc<api::ResourceClaimTemplate>> {
+        let key = format!(
+            "{}/{}",
+            t.metadata.namespace.as_deref().unwrap_or("default"),
+            t.metadata.name.as_deref().unwrap_or_default()
+        );
+        self.generation += 1;
+        self.templates.insert(key.into(), Arc::new(t))
+    }
+
+    /// Removes a ResourceClaimTemplate.
+    pub fn remove_template(&mut self, key: &str) -> Option<Arc<api::ResourceClaimTemplate>> {
+        self.generation += 1;
+        self.templates.remove(key)
+    }
+}
+
+fn pool_key(driver: &str, pool: &str) -> String {
+    format!("{driver}\0{pool}")
+}
