@@ -54,6 +54,35 @@ impl PodBuilder {
         self.spec().affinity.get_or_insert_with(Default::default)
     }
 
+    /// References a ResourceClaim by name as `spec.resourceClaims[name]`.
+    pub fn resource_claim(mut self, name: &str, claim: &str) -> Self {
+        let c =
+            core::PodResourceClaim { name: name.into(), resource_claim_name: Some(claim.into()), ..Default::default() };
+        self.spec().resource_claims.get_or_insert_with(Vec::new).push(c);
+        self
+    }
+
+    /// Asks for a claim from a ResourceClaimTemplate; `generated` is the claim the
+    /// resourceclaim controller reported in the pod's status (none: not created yet).
+    pub fn claim_template(mut self, name: &str, template: &str, generated: Option<&str>) -> Self {
+        let c = core::PodResourceClaim {
+            name: name.into(),
+            resource_claim_template_name: Some(template.into()),
+            ..Default::default()
+        };
+        self.spec().resource_claims.get_or_insert_with(Vec::new).push(c);
+        if let Some(g) = generated {
+            let status = core::PodResourceClaimStatus { name: name.into(), resource_claim_name: Some(g.into()) };
+            self.pod
+                .status
+                .get_or_insert_with(Default::default)
+                .resource_claim_statuses
+                .get_or_insert_with(Vec::new)
+                .push(status);
+        }
+        self
+    }
+
     /// Adds a volume.
     pub fn volume(mut self, v: core::Volume) -> Self {
         self.spec().volumes.get_or_insert_with(Vec::new).push(v);

@@ -405,7 +405,8 @@ mod tests {
                 "VolumeBinding",
                 "VolumeZone",
                 "PodTopologySpread",
-                "InterPodAffinity"
+                "InterPodAffinity",
+                "DynamicResources"
             ]
         );
         let scores: Vec<(&str, i64)> = p.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect();
@@ -417,6 +418,7 @@ mod tests {
                 ("NodeResourcesFit", 1),
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
+                ("DynamicResources", 1),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1)
             ]
@@ -479,7 +481,7 @@ mod tests {
         );
         let p = c.build_profiles().unwrap().remove(0);
         assert_eq!(p.scores.len(), 1);
-        assert_eq!(p.filters.len(), 12);
+        assert_eq!(p.filters.len(), 13);
     }
 
     #[test]
@@ -511,7 +513,7 @@ mod tests {
         let p = c.build_profiles().unwrap().remove(0);
         let packing = p.scores.iter().find(|s| s.plugin.name() == "DevicePacking").unwrap();
         assert_eq!(packing.weight, 20);
-        assert_eq!(p.scores.len(), 8);
+        assert_eq!(p.scores.len(), 9);
         let c = cfg(serde_json::json!({"profiles": [{
             "plugins": {"multiPoint": {"enabled": [{"name": "DevicePacking"}]}},
             "pluginConfig": [{"name": "DevicePacking", "args": {"resources": [{"name": "memory"}]}}]
@@ -526,10 +528,11 @@ mod tests {
             let pre_binds: Vec<&str> = p.pre_binds.iter().map(|r| r.name()).collect();
             (reserves, pre_binds, p.permits.len())
         };
-        assert_eq!(names(&default_profile("s")), (vec!["VolumeBinding"], vec!["VolumeBinding"], 0));
+        let both = || vec!["VolumeBinding", "DynamicResources"];
+        assert_eq!(names(&default_profile("s")), (both(), both(), 0));
         let c =
             cfg(serde_json::json!({"profiles": [{"plugins": {"preBind": {"disabled": [{"name": "VolumeBinding"}]}}}]}));
-        assert_eq!(names(&c.build_profiles().unwrap()[0]), (vec!["VolumeBinding"], vec![], 0));
+        assert_eq!(names(&c.build_profiles().unwrap()[0]), (both(), vec!["DynamicResources"], 0));
         let c = cfg(serde_json::json!({"profiles": [{"plugins": {"multiPoint": {"disabled": [{"name": "*"}]},
             "reserve": {"enabled": [{"name": "VolumeBinding"}]}}}]}));
         let p = c.build_profiles().unwrap().remove(0);

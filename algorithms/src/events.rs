@@ -36,7 +36,8 @@ pub enum ClusterEvent {
     Storage(StorageEvent),
 }
 
-/// The kinds of storage objects the volume plugins read.
+/// The kinds of cluster objects beyond nodes and pods: the storage objects the volume
+/// plugins read and the DRA objects DynamicResources reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StorageKind {
     /// PersistentVolumeClaim.
@@ -51,6 +52,14 @@ pub enum StorageKind {
     CsiDriver,
     /// CSIStorageCapacity.
     Capacity,
+    /// ResourceClaim (`resource.k8s.io`).
+    ResourceClaim,
+    /// ResourceSlice.
+    ResourceSlice,
+    /// DeviceClass.
+    DeviceClass,
+    /// ResourceClaimTemplate.
+    ResourceClaimTemplate,
 }
 
 /// What happened to a storage object.
@@ -132,6 +141,18 @@ impl StorageEvent {
             (Capacity, Add) => "CSIStorageCapacityAdd",
             (Capacity, Update) => "CSIStorageCapacityUpdate",
             (Capacity, Delete) => "CSIStorageCapacityDelete",
+            (ResourceClaim, Add) => "ResourceClaimAdd",
+            (ResourceClaim, Update) => "ResourceClaimUpdate",
+            (ResourceClaim, Delete) => "ResourceClaimDelete",
+            (ResourceSlice, Add) => "ResourceSliceAdd",
+            (ResourceSlice, Update) => "ResourceSliceUpdate",
+            (ResourceSlice, Delete) => "ResourceSliceDelete",
+            (DeviceClass, Add) => "DeviceClassAdd",
+            (DeviceClass, Update) => "DeviceClassUpdate",
+            (DeviceClass, Delete) => "DeviceClassDelete",
+            (ResourceClaimTemplate, Add) => "ResourceClaimTemplateAdd",
+            (ResourceClaimTemplate, Update) => "ResourceClaimTemplateUpdate",
+            (ResourceClaimTemplate, Delete) => "ResourceClaimTemplateDelete",
         }
     }
 }

@@ -1,16 +1,31 @@
 //! Feature gates (`--feature-gates Name=true,...`), for kube-scheduler features that are
-//! off by default in v1.36. They are parsed once and handed to the plugins that read
+//! off (or on) by default in v1.36. They are parsed once and handed to the plugins that read
 //! them when the profiles are built.
 
 /// `StorageCapacityScoring` (alpha, off): VolumeBinding scores nodes by how much of the
 /// storage its claims would use there.
 pub const STORAGE_CAPACITY_SCORING: &str = "StorageCapacityScoring";
 
+/// `DRAAdminAccess` (beta, on): claims may ask for admin access to devices in use.
+pub const DRA_ADMIN_ACCESS: &str = "DRAAdminAccess";
+/// `DRAPrioritizedList` (beta, on): requests may list `firstAvailable` alternatives.
+pub const DRA_PRIORITIZED_LIST: &str = "DRAPrioritizedList";
+
 /// The gates a scheduler runs with.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
     /// Whether VolumeBinding scores nodes.
     pub storage_capacity_scoring: bool,
+    /// `DRAAdminAccess`.
+    pub dra_admin_access: bool,
+    /// `DRAPrioritizedList`.
+    pub dra_prioritized_list: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        FeatureGates { storage_capacity_scoring: false, dra_admin_access: true, dra_prioritized_list: true }
+    }
 }
 
 impl FeatureGates {
@@ -27,10 +42,17 @@ impl FeatureGates {
             };
             match name.trim() {
                 STORAGE_CAPACITY_SCORING => gates.storage_capacity_scoring = on,
+                DRA_ADMIN_ACCESS => gates.dra_admin_access = on,
+                DRA_PRIORITIZED_LIST => gates.dra_prioritized_list = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }
         Ok(gates)
+    }
+
+    /// The structured allocator's features under these gates.
+    pub fn dra_features(&self) -> crate::dra::Features {
+        crate::dra::Features { admin_access: self.dra_admin_access, prioritized_list: self.dra_prioritized_list }
     }
 }
 

@@ -214,6 +214,8 @@ pub struct PodResourceClaim {
     pub claim: Option<String>,
     /// The claim is made from a ResourceClaimTemplate (and so must be owned by the pod).
     pub from_template: bool,
+    /// The template's name, for claims made from one.
+    pub template: Option<String>,
     /// The controller reported that no claim is needed for this entry.
     pub not_needed: bool,
 }
@@ -333,13 +335,20 @@ fn resource_claims(pod: &core::Pod) -> Vec<PodResourceClaim> {
         .flatten()
         .map(|c| {
             if let Some(n) = c.resource_claim_name.as_ref().filter(|n| !n.is_empty()) {
-                return PodResourceClaim { name: c.name.clone(), claim: Some(n.clone()), from_template: false, not_needed: false };
+                return PodResourceClaim {
+                    name: c.name.clone(),
+                    claim: Some(n.clone()),
+                    from_template: false,
+                    template: None,
+                    not_needed: false,
+                };
             }
             let status = statuses.into_iter().flatten().find(|s| s.name == c.name);
             PodResourceClaim {
                 name: c.name.clone(),
                 claim: status.and_then(|s| s.resource_claim_name.clone()),
                 from_template: true,
+                template: c.resource_claim_template_name.clone(),
                 not_needed: status.is_some_and(|s| s.resource_claim_name.is_none()),
             }
         })

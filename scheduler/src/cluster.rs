@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use algorithms::dra::{self, DraState};
 use algorithms::labels::{LabelSelector, Labels};
 use algorithms::snapshot::WorkloadSelectors;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::resource::v1 as rv1;
 use k8s_openapi::api::storage::v1 as sv1;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -73,6 +75,8 @@ pub struct ClusterObjects {
     pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
     /// Claims, volumes, storage classes, CSINodes, CSIDrivers and CSIStorageCapacities.
     pub volumes: VolumeState,
+    /// ResourceClaims, ResourceSlices, DeviceClasses and ResourceClaimTemplates.
+    pub dra: DraState,
 }
 
 /// Parses JSON or (multi-document) YAML text into JSON values.
@@ -210,6 +214,18 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
             "CSIStorageCapacity" => {
                 out.volumes.upsert_capacity(storage::<sv1::CSIStorageCapacity, _>(v, path, i, Capacity::from_api)?);
             }
+            "ResourceClaim" => {
+                out.dra.upsert_claim(storage::<rv1::ResourceClaim, _>(v, path, i, dra::Claim::from_api)?);
+            }
+            "ResourceSlice" => {
+                out.dra.upsert_slice(storage::<rv1::ResourceSlice, _>(v, path, i, dra::Slice::from_api)?);
+            }
+            "DeviceClass" => {
+                out.dra.upsert_class(storage::<rv1::DeviceClass, _>(v, path, i, dra::DeviceClass::from_api)?);
+            }
+            "ResourceClaimTemplate" => {
+                out.dra.upsert_template(typed(v, path, &kind, i)?);
+            }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
                 out.budgets.push(algorithms::preemption::Budget::from_api(&pdb));
@@ -268,6 +284,9 @@ pub struct ParsedCluster {
     pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
     /// Storage objects.
     pub volumes: VolumeState,
+    /// DRA objects, with the claims the resourceclaim controller would have made for
+    /// pending pods from their templates.
+    pub dra: DraState,
 }
 
 /// Whether a pod has finished (its resources are free again).
@@ -321,6 +340,10 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
             None => pending.push(info),
         }
     }
+    let mut dra = objects.dra.clone();
+    for pod in &mut pending {
+        dra::create_from_templates(&mut dra, pod);
+    }
     let namespaces = objects
         .namespaces
         .iter()
@@ -336,6 +359,7 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         pod_groups: objects.pod_groups.clone(),
         kube_pod_groups: objects.kube_pod_groups.clone(),
         volumes: objects.volumes.clone(),
+        dra,
     })
 }
 
@@ -352,7 +376,8 @@ impl ParsedCluster {
         let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect(), self.namespaces.clone());
         snap.workloads = Arc::new(self.workloads.clone());
         snap.budgets = Arc::new(self.budgets.clone());
-        snap.objects = Arc::new(algorithms::objects::ClusterObjects::with_volumes(self.volumes.clone()));
+        snap.objects =
+            Arc::new(algorithms::objects::ClusterObjects { volumes: self.volumes.clone(), dra: self.dra.clone() });
         snap
     }
 }

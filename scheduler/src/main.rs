@@ -109,7 +109,7 @@ enum Command {
         /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
         /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
         /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingGpuPacking,
-        /// GangTraining, SchedulingChurn, PreemptionBasic, SchedulingWithPVC).
+        /// GangTraining, SchedulingChurn, PreemptionBasic, SchedulingWithPVC, SchedulingWithResourceClaimTemplate).
         #[arg(long)]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).
@@ -322,6 +322,7 @@ fn demo_objects(seed: u64) -> ClusterObjects {
         pod_groups: Default::default(),
         kube_pod_groups: Default::default(),
         volumes: Default::default(),
+        dra: Default::default(),
     }
 }
 
@@ -428,6 +429,7 @@ fn run_workload(
             .collect(),
         kube_pod_groups: Vec::new(),
         volumes: w.volumes,
+        dra: w.dra,
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

@@ -105,9 +105,12 @@ impl SchedulingQueue {
         match self.pods.get_mut(&key) {
             Some(q) => {
                 // What may change in a pending pod: labels, tolerations, images, resources
-                // (all in its labels or signature). A status update (our own condition)
-                // changes none of them and is no reason to retry.
-                let changed = q.pod.signature_key != pod.signature_key || q.pod.labels != pod.labels;
+                // (all in its labels or signature), and the claims the resourceclaim
+                // controller made for it. A status update (our own condition) changes
+                // none of them and is no reason to retry.
+                let changed = q.pod.signature_key != pod.signature_key
+                    || q.pod.labels != pod.labels
+                    || q.pod.resource_claims != pod.resource_claims;
                 q.pod = pod;
                 if changed && self.unschedulable.remove(&key).is_some() {
                     self.backoff.push(key.clone(), Reverse(now));

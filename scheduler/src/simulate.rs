@@ -75,9 +75,41 @@ pub struct SimulationReport {
     /// or volumes provisioned in memory on the pod's node.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub claims: BTreeMap<String, String>,
+    /// ResourceClaims allocated when the run ended (`namespace/name`): their devices and
+    /// the pods they are reserved for.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_claims: BTreeMap<String, AllocatedClaim>,
     /// Per-node and per-pod detail, when [`SimulateOptions::detail`] asked for it.
     #[serde(skip)]
     pub detail: Option<crate::detail::RunDetail>,
+}
+
+/// An allocated ResourceClaim at the end of a simulation.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocatedClaim {
+    /// Devices as `driver/pool/device`.
+    pub devices: Vec<String>,
+    /// Names of the pods it is reserved for.
+    pub reserved_for: Vec<String>,
+}
+
+/// Every allocated claim of the engine's cluster objects.
+fn allocated_claims(engine: &Engine) -> BTreeMap<String, AllocatedClaim> {
+    let dra = &engine.cache.objects().dra;
+    dra.claims()
+        .filter_map(|c| {
+            let a = c.allocation()?;
+            let devices = a
+                .devices
+                .iter()
+                .flat_map(|d| d.results.iter().flatten())
+                .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                .collect();
+            let reserved_for = c.reserved_for.iter().map(|r| r.name.clone()).collect();
+            Some((c.key(), AllocatedClaim { devices, reserved_for }))
+        })
+        .collect()
 }
 
 /// One preemption: the pod that preempted, the node and the pods evicted there.
@@ -185,6 +217,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
     engine.cache.set_workloads(cluster.workloads);
     engine.cache.set_budgets(cluster.budgets);
     engine.cache.objects_mut().volumes = cluster.volumes;
+    engine.cache.objects_mut().dra = cluster.dra;
     for (key, spec) in cluster.pod_groups {
         engine.groups.upsert(key, spec);
     }
@@ -406,6 +439,7 @@ pub fn run_churned(
     report.attempts = d.latencies.len();
     report.placements = d.placements;
     report.claims = d.claims;
+    report.resource_claims = allocated_claims(&engine);
     report.preemptions = d.preemptions;
     report.failures = d.failures;
     report.seconds = elapsed.as_secs_f64();

@@ -100,7 +100,7 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                     } else {
                         // The gpu profile example: DevicePacking on top of the defaults.
                         let scores: Vec<&str> = profiles[0].scores.iter().map(|s| s.plugin.name()).collect();
-                        assert!(scores.contains(&"DevicePacking") && scores.len() == 8, "{scores:?}");
+                        assert!(scores.contains(&"DevicePacking") && scores.len() == 9, "{scores:?}");
                     }
                 }
                 other => panic!("{}: unexpected kind {other}", file.display()),
@@ -147,6 +147,11 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
         ("policy", "poddisruptionbudgets", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceclaims", "patch"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
+        ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "deviceclasses", "watch"),
     ] {
         assert!(has(g, res, verb), "missing {verb} on {g}/{res}: {rules:?}");
     }

@@ -21,6 +21,7 @@ fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
         pod_groups: Default::default(),
         kube_pod_groups: Default::default(),
         volumes: w.volumes,
+        dra: w.dra,
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -164,6 +165,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             pod_groups: Default::default(),
             kube_pod_groups: Default::default(),
             volumes: w.volumes,
+            dra: w.dra,
         };
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");
@@ -282,4 +284,55 @@ fn gang_training_places_every_job_whole_or_not_at_all() {
             assert_eq!(Some(n), sizes.get(job), "{job} placed in part");
         }
     }
+}
+
+/// SchedulingWithResourceClaimTemplate at 20 nodes of 10 devices: 150 initial pods, then
+/// 150 measured ones, of which only 50 find a device. Every scheduled pod's claim holds a
+/// device of its own node, no device is held twice, and the rest wait with kube-scheduler's
+/// message.
+#[test]
+fn claim_template_pods_get_devices_of_their_node_and_never_a_device_twice() {
+    let w = workload("SchedulingWithResourceClaimTemplate", Some(20), Some(150)).unwrap();
+    assert_eq!(w.init_pods.len(), 150);
+    let report = simulate_sized("SchedulingWithResourceClaimTemplate", 20, 150);
+    assert_eq!((report.scheduled, report.unschedulable), (50, 100));
+    let mut seen = std::collections::BTreeSet::new();
+    let mut measured = 0;
+    for (claim, allocated) in &report.resource_claims {
+        assert_eq!(allocated.devices.len(), 1, "{claim}");
+        assert!(seen.insert(allocated.devices[0].clone()), "device {} held twice", allocated.devices[0]);
+        let pod = claim.strip_prefix("sched-perf/").unwrap().strip_suffix("-resource").unwrap();
+        assert_eq!(allocated.reserved_for, vec![pod.to_string()]);
+        if let Some(node) = report.placements.get(&format!("sched-perf/{pod}")) {
+            measured += 1;
+            let pool = allocated.devices[0].split('/').nth(1).unwrap();
+            assert_eq!(pool, node, "{claim} holds a device of another node");
+        }
+    }
+    assert_eq!((seen.len(), measured), (200, 50));
+    for message in report.failures.values() {
+        assert_eq!(
+            message,
+            "0/20 nodes are available: 20 cannot allocate all claims. still not schedulable, preemption: 0/20 nodes are available: 20 Preemption is not helpful for scheduling."
+        );
+    }
+}
+
+fn simulate_sized(name: &str, nodes: usize, pods: usize) -> SimulationReport {
+    let w = workload(name, Some(nodes), Some(pods)).unwrap();
+    let objects = ClusterObjects {
+        nodes: w.cluster.nodes,
+        pods: w.measured_pods,
+        namespaces: w.cluster.namespaces,
+        workloads: Default::default(),
+        budgets: Default::default(),
+        pod_groups: Default::default(),
+        kube_pod_groups: Default::default(),
+        volumes: w.volumes,
+        dra: w.dra,
+    };
+    let parsed = parse_cluster(&objects, name).unwrap();
+    let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
+    let opts = SimulateOptions { seed: 1, progress: false, no_equivalence_cache: false, detail: false };
+    run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
 }

@@ -57,6 +57,11 @@ impl Assets {
     pub fn kube_scheduler(&self) -> PathBuf {
         self.dir.join("kube-scheduler")
     }
+
+    /// The kube-controller-manager binary.
+    pub fn kube_controller_manager(&self) -> PathBuf {
+        self.dir.join("kube-controller-manager")
+    }
 }
 
 /// Whether this is a CI run (`CI=true`), where a missing binary fails instead of skipping.

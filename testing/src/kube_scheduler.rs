@@ -1,4 +1,5 @@
-//! kube-scheduler started beside the control plane, with a configuration of the test's.
+//! kube-scheduler started beside the control plane, with a configuration of the test's,
+//! and kube-controller-manager when a test needs its controllers.
 
 use std::process::Command;
 
@@ -45,5 +46,21 @@ pub fn start_kube_scheduler_with(
         .arg(format!("--authentication-kubeconfig={kubeconfig}"))
         .arg(format!("--authorization-kubeconfig={kubeconfig}"))
         .args(flags);
+    Process::spawn(name, cmd, &dir.join(format!("{name}.log")))
+}
+
+/// Starts kube-controller-manager with every default controller (the resourceclaim
+/// controller, the garbage collector, the PV binder and the rest) against the control
+/// plane, one instance without leader election.
+pub fn start_controller_manager(plane: &ControlPlane, name: &str) -> Result<Process, HarnessError> {
+    let dir = plane.dir();
+    let flex = dir.join(format!("{name}-flexvolume"));
+    std::fs::create_dir_all(&flex).map_err(|e| HarnessError::Io(format!("failed to create {}", flex.display()), e))?;
+    let mut cmd = Command::new(plane.assets().kube_controller_manager());
+    cmd.arg(format!("--kubeconfig={}", plane.kubeconfig().display()))
+        .arg("--leader-elect=false")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={}", free_port()?))
+        .arg(format!("--flex-volume-plugin-dir={}", flex.display()));
     Process::spawn(name, cmd, &dir.join(format!("{name}.log")))
 }

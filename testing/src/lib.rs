@@ -16,7 +16,7 @@ pub mod tools;
 
 pub use assets::{ASSETS_VAR, Assets, assets_or_skip, in_ci};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, free_port};
-pub use kube_scheduler::{start_kube_scheduler, start_kube_scheduler_with};
+pub use kube_scheduler::{start_controller_manager, start_kube_scheduler, start_kube_scheduler_with};
 pub use process::Process;
 
 use std::path::PathBuf;

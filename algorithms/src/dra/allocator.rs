@@ -128,7 +128,9 @@ fn validate(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
                     ));
                 }
                 if alt.class.is_empty() {
-                    return Err(format!("claim {key}, request {name}: missing device class name (unsupported request type?)"));
+                    return Err(format!(
+                        "claim {key}, request {name}: missing device class name (unsupported request type?)"
+                    ));
                 }
                 if state.class(&alt.class).is_none() {
                     return Err(format!(
@@ -393,7 +395,8 @@ fn result(
             ..Default::default()
         })
         .collect();
-    let node_selector = node_selector(picks, node).map_err(|e| format!("create NodeSelector for claim {}: {e}", claim.name))?;
+    let node_selector =
+        node_selector(picks, node).map_err(|e| format!("create NodeSelector for claim {}: {e}", claim.name))?;
     Ok(api::AllocationResult {
         devices: Some(api::DeviceAllocationResult { results: Some(results), config: config(state, claim, chosen) }),
         node_selector,
@@ -481,7 +484,8 @@ fn node_selector(picks: &[Pick], node: &str) -> Result<Option<core::NodeSelector
             NodeScope::All | NodeScope::PerDevice => {}
         }
     }
-    if term.match_expressions.as_ref().is_none_or(|e| e.is_empty()) && term.match_fields.as_ref().is_none_or(|f| f.is_empty())
+    if term.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+        && term.match_fields.as_ref().is_none_or(|f| f.is_empty())
     {
         return Ok(None);
     }

@@ -8,14 +8,16 @@ mod objects;
 mod pools;
 mod selectors;
 mod state;
+mod template;
 
-pub use objects::{
-    Alternative, Attribute, Claim, Constraint, Consumer, Device, DeviceClass, MAX_CONSUMERS, Mode, NodeScope, Request,
-    Slice, qualify,
-};
-pub use state::{DeviceId, DraState, held_devices};
 pub use allocator::{Features, INVALID_POOLS, MAX_RESULTS, Outcome, allocate, local};
+pub use objects::{
+    Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, Device, DeviceClass, FINALIZER, MAX_CONSUMERS,
+    Mode, NodeScope, Request, Slice, qualify,
+};
 pub use pools::{Pool, Reachable, gather};
 pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
+pub use state::{DeviceId, DraState, held_devices};
 #[cfg(test)]
 mod tests;
+pub use template::{POD_CLAIM_NAME, claim_object, create_from_templates};

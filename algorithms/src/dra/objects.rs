@@ -179,11 +179,7 @@ impl Slice {
             devices.push(Arc::new(Device {
                 id: super::DeviceId::new(&driver, &spec.pool.name, &d.name),
                 consumes_counters: d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
-                tainted: d
-                    .taints
-                    .iter()
-                    .flatten()
-                    .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"),
+                tainted: d.taints.iter().flatten().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"),
                 name: d.name.clone(),
                 cel: OnceLock::new(),
                 verdicts: RwLock::default(),
@@ -374,7 +370,10 @@ impl Claim {
             .iter()
             .flat_map(|d| d.constraints.iter().flatten())
             .filter_map(|k| {
-                Some(Constraint { requests: k.requests.clone().unwrap_or_default(), attribute: k.match_attribute.clone()? })
+                Some(Constraint {
+                    requests: k.requests.clone().unwrap_or_default(),
+                    attribute: k.match_attribute.clone()?,
+                })
             })
             .collect();
         let status = c.status.as_ref();
@@ -427,4 +426,22 @@ fn mode(allocation_mode: Option<&str>, count: Option<i64>) -> Result<Mode, Strin
         "All" => Ok(Mode::All),
         other => Err(format!("unknown allocationMode {other:?}")),
     }
+}
+
+/// The finalizer that keeps an allocated claim from being deleted while in use.
+pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+
+/// One claim as the scheduler writes it before binding a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimWrite {
+    /// The claim as assumed: its API object carries the new status (and finalizer) and
+    /// the resource version it was assumed over.
+    pub claim: Arc<Claim>,
+    /// The assumption this one replaced (another pod's, not yet written), restored if
+    /// this one is dropped.
+    pub previous: Option<Arc<Claim>>,
+    /// The finalizer is to be added first.
+    pub add_finalizer: bool,
+    /// The scheduler allocated the claim (it was not allocated before).
+    pub allocated: bool,
 }

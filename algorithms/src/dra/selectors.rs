@@ -90,7 +90,8 @@ pub fn matches(prepared: &Prepared, device: &Reachable) -> Result<bool, String> 
 }
 
 fn evaluate(p: &Prepared, value: &Result<Box<dyn Val>, String>) -> Result<bool, String> {
-    let lists = [(&p.class_programs, format!("class {}", p.class)), (&p.request_programs, format!("claim {}", p.claim))];
+    let lists =
+        [(&p.class_programs, format!("class {}", p.class)), (&p.request_programs, format!("claim {}", p.claim))];
     for (programs, whose) in lists {
         for (i, program) in programs.iter().enumerate() {
             let program = program.as_ref().map_err(|e| format!("{whose}: selector #{i}: CEL compile error: {e}"))?;

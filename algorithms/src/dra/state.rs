@@ -187,19 +187,31 @@ impl DraState {
     pub fn assume(&mut self, claim: Arc<Claim>) {
         let key: Key = claim.key().into();
         let before = self.claim(&key).cloned();
-        let base = self.claims.get(&key).map(|c| c.resource_version.clone()).unwrap_or_default();
+        let base = match self.assumed.get(&key) {
+            Some((_, base)) => base.clone(),
+            None => self.claims.get(&key).map(|c| c.resource_version.clone()).unwrap_or_default(),
+        };
         self.assumed.insert(key.clone(), (claim, base));
         self.swap_effective(&key, before);
     }
 
-    /// Drops an assumption, if it is still the one given (a newer one is left alone).
-    pub fn restore(&mut self, assumed: &Arc<Claim>) {
+    /// Drops an assumption, if it is still the one given (a newer one is left alone),
+    /// going back to the one it replaced, if any.
+    pub fn restore(&mut self, assumed: &Arc<Claim>, previous: Option<Arc<Claim>>) {
         let key = assumed.key();
-        if !self.assumed.get(key.as_str()).is_some_and(|(c, _)| Arc::ptr_eq(c, assumed)) {
+        let Some((current, base)) = self.assumed.get(key.as_str()).cloned() else { return };
+        if !Arc::ptr_eq(&current, assumed) {
             return;
         }
         let before = self.claim(&key).cloned();
-        self.assumed.remove(key.as_str());
+        match previous {
+            Some(p) => {
+                self.assumed.insert(key.as_str().into(), (p, base));
+            }
+            None => {
+                self.assumed.remove(key.as_str());
+            }
+        }
         self.swap_effective(&key, before);
     }
 

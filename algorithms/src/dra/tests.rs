@@ -20,7 +20,15 @@ fn slice(name: &str, node: Value, pool: &str, driver: &str, devices: Vec<Value>)
     sliced(name, node, pool, driver, 1, 1, devices)
 }
 
-fn sliced(name: &str, node: Value, pool: &str, driver: &str, generation: i64, count: i64, devices: Vec<Value>) -> Value {
+fn sliced(
+    name: &str,
+    node: Value,
+    pool: &str,
+    driver: &str,
+    generation: i64,
+    count: i64,
+    devices: Vec<Value>,
+) -> Value {
     let mut spec = json!({"driver": driver, "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
         "devices": devices});
     if let (Some(s), Some(n)) = (spec.as_object_mut(), node.as_object()) {
@@ -94,11 +102,10 @@ fn run_full(case: Case) -> Result<Option<Vec<k8s_openapi::api::resource::v1::All
         .into_iter()
         .map(|c| Claim::from_api(&serde_json::from_value(c).map_err(|e| e.to_string())?).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    let labels: Labels =
-        [("region", if case.node == "node-1" { "region-1" } else { "region-2" }), ("planet", "earth")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    let labels: Labels = [("region", if case.node == "node-1" { "region-1" } else { "region-2" }), ("planet", "earth")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     match allocate(&st, case.node, &labels, &claims, Features::default())? {
         Outcome::Allocated(a) => Ok(Some(a)),
         Outcome::Unschedulable(None) => Ok(None),
@@ -165,8 +172,10 @@ fn selectors_and_backtracking_across_requests_and_claims() {
         got[0].sort();
         assert_eq!(got[0], vec!["req-0=driver-a/pool-1/device-1", "req-1=driver-a/pool-1/device-2"]);
     }
-    let two_claims = vec![claim("claim-0", vec![small_then_large[0].clone()]), claim("claim-1", vec![small_then_large[1].clone()])];
-    let c = Case { slices: slices([("device-2", "2Gi"), ("device-1", "1Gi")]), claims: two_claims, ..Default::default() };
+    let two_claims =
+        vec![claim("claim-0", vec![small_then_large[0].clone()]), claim("claim-1", vec![small_then_large[1].clone()])];
+    let c =
+        Case { slices: slices([("device-2", "2Gi"), ("device-1", "1Gi")]), claims: two_claims, ..Default::default() };
     assert_eq!(
         run(c),
         Ok(Some(vec![vec!["req-0=driver-a/pool-1/device-1".into()], vec!["req-1=driver-a/pool-1/device-2".into()]]))
@@ -181,7 +190,10 @@ fn held_and_missing_devices_leave_nothing_to_allocate() {
         ..Default::default()
     };
     assert_eq!(run(Case { allocated: vec![("driver-a", "pool-1", "device-1")], ..base() }), Ok(None));
-    let two = vec![claim("claim-0", vec![exact("req-0", "class-a", 1)]), claim("claim-1", vec![exact("req-0", "class-a", 1)])];
+    let two = vec![
+        claim("claim-0", vec![exact("req-0", "class-a", 1)]),
+        claim("claim-1", vec![exact("req-0", "class-a", 1)]),
+    ];
     assert_eq!(run(Case { claims: two, ..base() }), Ok(None));
     let err = run(Case { classes: Vec::new(), ..base() }).expect_err("class missing");
     assert!(err.contains("could not retrieve device class class-a"), "{err}");
@@ -195,8 +207,12 @@ fn held_and_missing_devices_leave_nothing_to_allocate() {
 #[test]
 fn the_claim_limit_is_32_devices() {
     let devices = (0..32).map(|i| device(&format!("device-{i}"))).collect();
-    let base = || Case { slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", devices_of(32))], ..Default::default() };
-    let got = run(Case { claims: claim0(vec![exact("req-0", "class-a", 32)]), ..base() }).expect("ok").expect("allocated");
+    let base = || Case {
+        slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", devices_of(32))],
+        ..Default::default()
+    };
+    let got =
+        run(Case { claims: claim0(vec![exact("req-0", "class-a", 32)]), ..base() }).expect("ok").expect("allocated");
     assert_eq!(got[0].len(), 32);
     let err = run(Case { claims: claim0(vec![exact("req-0", "class-a", 500)]), ..base() }).expect_err("too many");
     assert!(err.contains("exceeds the claim limit of 32"), "{err}");
@@ -255,7 +271,8 @@ fn pools_count_only_when_complete_and_newest() {
     ];
     assert_eq!(run(c(spread)), Ok(one(&["req-0=driver-a/pool-1/device-2"])));
     // A device name twice makes the pool invalid: an error only when nothing else fits.
-    let dup = || sliced("slice-1", on("node-1"), "pool-1", "driver-a", 1, 1, vec![device("device-1"), device("device-1")]);
+    let dup =
+        || sliced("slice-1", on("node-1"), "pool-1", "driver-a", 1, 1, vec![device("device-1"), device("device-1")]);
     let other = slice("slice-2", on("node-1"), "pool-2", "driver-a", vec![device("device-2")]);
     assert_eq!(run(c(vec![dup(), other.clone()])), Ok(one(&["req-0=driver-a/pool-2/device-2"])));
     assert_eq!(run(c(vec![dup()])), Err(INVALID_POOLS.into()));
@@ -291,7 +308,8 @@ fn allocation_mode_all_takes_every_matching_device() {
     let none = Case { claims: claim0(vec![all("req-0", "class-a")]), ..Default::default() };
     assert_eq!(run(none), Ok(None));
     // With a second claim needing one of the same devices, nothing fits.
-    let both = vec![claim("claim-0", vec![exact("req-0", "class-a", 1)]), claim("claim-1", vec![all("req-0", "class-a")])];
+    let both =
+        vec![claim("claim-0", vec![exact("req-0", "class-a", 1)]), claim("claim-1", vec![all("req-0", "class-a")])];
     let one_device = Case {
         slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![device("device-1")])],
         claims: both,
@@ -307,7 +325,13 @@ fn admin(name: &str, class: &str, count: i64) -> Value {
 #[test]
 fn admin_access_uses_held_devices_without_consuming_them() {
     let base = |claims| Case {
-        slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![device("device-1"), device("device-2")])],
+        slices: vec![slice(
+            "slice-1",
+            on("node-1"),
+            "pool-1",
+            "driver-a",
+            vec![device("device-1"), device("device-2")],
+        )],
         allocated: vec![("driver-a", "pool-1", "device-1")],
         claims,
         ..Default::default()
@@ -317,7 +341,10 @@ fn admin_access_uses_held_devices_without_consuming_them() {
         run(base(claim0(vec![admin("req-0", "class-a", 2)]))),
         Ok(one(&["req-0=driver-a/pool-1/device-1!", "req-0=driver-a/pool-1/device-2!"]))
     );
-    let shared = vec![claim("claim-0", vec![admin("req-0", "class-a", 1)]), claim("claim-1", vec![admin("req-0", "class-a", 1)])];
+    let shared = vec![
+        claim("claim-0", vec![admin("req-0", "class-a", 1)]),
+        claim("claim-1", vec![admin("req-0", "class-a", 1)]),
+    ];
     assert_eq!(
         run(base(shared)),
         Ok(Some(vec![vec!["req-0=driver-a/pool-1/device-1!".into()], vec!["req-0=driver-a/pool-1/device-1!".into()]]))
@@ -355,9 +382,19 @@ fn match_attribute_constraints_hold_across_requests() {
         Ok(one(&["req-0=driver-a/pool-1/device-2", "req-1=driver-a/pool-1/device-3"]))
     );
     // All mode: a device that breaks the constraint is an error.
-    let cl = with(claim("claim-0", vec![all("req-0", "class-a")]), &["spec", "devices", "constraints"], json!([constrained("driver-a/numa", &[])]));
+    let cl = with(
+        claim("claim-0", vec![all("req-0", "class-a")]),
+        &["spec", "devices", "constraints"],
+        json!([constrained("driver-a/numa", &[])]),
+    );
     let case = Case {
-        slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![dev("device-1", 1, "a"), dev("device-2", 2, "a")])],
+        slices: vec![slice(
+            "slice-1",
+            on("node-1"),
+            "pool-1",
+            "driver-a",
+            vec![dev("device-1", 1, "a"), dev("device-2", 2, "a")],
+        )],
         claims: vec![cl],
         ..Default::default()
     };
@@ -396,7 +433,10 @@ fn first_available_takes_the_first_sub_request_that_fits() {
         .map(|v| Arc::new(Claim::from_api(&serde_json::from_value(v).expect("claim")).expect("parse")))
         .collect();
     let err = allocate(&DraState::default(), "node-1", &Labels::new(), &claims, off).expect_err("gate off");
-    assert_eq!(err, "claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled");
+    assert_eq!(
+        err,
+        "claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled"
+    );
 }
 
 #[test]
@@ -405,14 +445,24 @@ fn configuration_from_classes_and_claims_is_copied() {
     let mut a = class("class-a", "driver-a");
     a["spec"]["config"] = json!([opaque("class")]);
     let cl = claim("claim-0", vec![exact("req-0", "class-a", 1), exact("req-1", "class-a", 1)]);
-    let cl = with(cl, &["spec", "devices", "config"], json!([
-        {"requests": ["req-0"], "opaque": opaque("for-0")["opaque"]},
-        {"requests": ["req-0", "req-1"], "opaque": opaque("for-all")["opaque"]},
-        {"requests": ["other"], "opaque": opaque("dropped")["opaque"]},
-    ]));
+    let cl = with(
+        cl,
+        &["spec", "devices", "config"],
+        json!([
+            {"requests": ["req-0"], "opaque": opaque("for-0")["opaque"]},
+            {"requests": ["req-0", "req-1"], "opaque": opaque("for-all")["opaque"]},
+            {"requests": ["other"], "opaque": opaque("dropped")["opaque"]},
+        ]),
+    );
     let case = Case {
         classes: vec![a],
-        slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![device("device-1"), device("device-2")])],
+        slices: vec![slice(
+            "slice-1",
+            on("node-1"),
+            "pool-1",
+            "driver-a",
+            vec![device("device-1"), device("device-2")],
+        )],
         claims: vec![cl],
         ..Default::default()
     };
@@ -421,7 +471,11 @@ fn configuration_from_classes_and_claims_is_copied() {
     let summary: Vec<(String, Option<Vec<String>>, String)> = config
         .iter()
         .map(|c| {
-            let p = c.opaque.as_ref().map(|o| o.parameters.0["p"].as_str().unwrap_or_default().to_string()).unwrap_or_default();
+            let p = c
+                .opaque
+                .as_ref()
+                .map(|o| o.parameters.0["p"].as_str().unwrap_or_default().to_string())
+                .unwrap_or_default();
             (c.source.clone(), c.requests.clone(), p)
         })
         .collect();
@@ -449,13 +503,17 @@ fn selector_errors_are_reported_with_their_source() {
             ..Default::default()
         }
     };
-    let err = run(base(vec![class("class-a", "driver-a")], Some("device.attributes[\"driver-a\"].healthy"))).expect_err("runtime");
+    let err = run(base(vec![class("class-a", "driver-a")], Some("device.attributes[\"driver-a\"].healthy")))
+        .expect_err("runtime");
     assert_eq!(err, "claim default/claim-0: selector #0: CEL runtime error: no such key: healthy");
     let broken = json!({"metadata": {"name": "class-a"}, "spec": {"selectors": [{"cel": {"expression": "device.attributes[\"driver-a\"].healthy"}}]}});
     let err = run(base(vec![broken], None)).expect_err("runtime");
     assert_eq!(err, "class class-a: selector #0: CEL runtime error: no such key: healthy");
     let err = run(base(vec![class("class-a", "driver-a")], Some("noSuchVar"))).expect_err("undeclared");
-    assert!(err.contains("claim default/claim-0: selector #0: CEL runtime error") && err.contains("noSuchVar"), "{err}");
+    assert!(
+        err.contains("claim default/claim-0: selector #0: CEL runtime error") && err.contains("noSuchVar"),
+        "{err}"
+    );
     let err = run(base(vec![class("class-a", "driver-a")], Some("1"))).expect_err("not bool");
     assert!(err.contains("CEL result of type int could not be converted to bool"), "{err}");
     let err = run(base(vec![class("class-a", "driver-a")], Some("?!"))).expect_err("syntax");
@@ -469,8 +527,9 @@ fn the_cel_environment_reads_devices_as_kubernetes_does() {
         "name": {"bool": true}, "num": {"int": 1}, "str": {"string": "fish"}, "ver": {"version": "1.0.0"},
         "other.example.com/name": {"bool": true}, "services": {"string": "some_example_value"}},
         "capacity": {"memory": {"value": "1Mi"}}});
-    let s = Slice::from_api(&serde_json::from_value(slice("s", on("n"), "p", "dra.example.com", vec![d])).expect("slice"))
-        .expect("parse");
+    let s =
+        Slice::from_api(&serde_json::from_value(slice("s", on("n"), "p", "dra.example.com", vec![d])).expect("slice"))
+            .expect("parse");
     let device = Reachable { device: s.devices[0].clone(), slice: Arc::new(s.clone()) };
     let eval = |expr: &str| -> Result<bool, String> {
         let program = cel_env_for_tests(expr)?;
@@ -537,6 +596,6 @@ fn claims_held_by_allocations_are_counted_once_per_claim() {
     let assumed = Arc::new(Claim { name: "c".into(), ..held("c") });
     st.assume(assumed.clone());
     assert_eq!(st.holders(&id), 1);
-    st.restore(&assumed);
+    st.restore(&assumed, None);
     assert_eq!(st.holders(&id), 0);
 }

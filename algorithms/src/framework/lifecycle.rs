@@ -82,6 +82,9 @@ pub enum ApiWrite {
         /// The node.
         node: String,
     },
+    /// Write a ResourceClaim's allocation and `reservedFor` (adding the delete-protection
+    /// finalizer first when it is missing), with its resource version as precondition.
+    Claim(crate::dra::ClaimWrite),
 }
 
 /// How PreBind's writes are doing, as the watched objects tell.

@@ -166,7 +166,7 @@ mod tests {
     fn dynamic_resources_has_nothing_to_deallocate_and_no_state_after_a_prefilter_rejection() {
         use crate::plugins::dynamic_resources::DynamicResources;
         let dra = || {
-            vec![DynamicResources.post_filter(
+            vec![DynamicResources::default().post_filter(
                 &Profile::default(),
                 &crate::builders::PodBuilder::new("p").info(),
                 &mut Snapshot::default(),
@@ -182,7 +182,7 @@ mod tests {
             Evaluation { prefilter_rejection: Some(Status::unresolvable("no")), num_nodes: 2, ..Default::default() };
         let mut snap = Snapshot::default();
         let pod = crate::builders::PodBuilder::new("p").info();
-        let out = DynamicResources.post_filter(
+        let out = DynamicResources::default().post_filter(
             &Profile::default(),
             &pod,
             &mut snap,

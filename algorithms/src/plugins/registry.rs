@@ -39,12 +39,18 @@ pub const DEFAULT_FILTERS: &[&str] = &[
     volume_zone::NAME,
     pod_topology_spread::NAME,
     inter_pod_affinity::NAME,
+    dynamic_resources::NAME,
 ];
 
 /// The filters that read claims, volumes and CSI objects: only a scheduler that watches
 /// those (not the extender, whose caller runs its own) can run them.
-pub const VOLUME_FILTERS: &[&str] =
-    &[volume_restrictions::NAME, node_volume_limits::NAME, volume_binding::NAME, volume_zone::NAME];
+pub const VOLUME_FILTERS: &[&str] = &[
+    volume_restrictions::NAME,
+    node_volume_limits::NAME,
+    volume_binding::NAME,
+    volume_zone::NAME,
+    dynamic_resources::NAME,
+];
 
 /// Scores of kube-scheduler's default profile with their default weights, in order.
 pub const DEFAULT_SCORES: &[(&str, i64)] = &[
@@ -53,6 +59,7 @@ pub const DEFAULT_SCORES: &[(&str, i64)] = &[
     (node_resources_fit::NAME, 1),
     (pod_topology_spread::NAME, 2),
     (inter_pod_affinity::NAME, 2),
+    (dynamic_resources::NAME, 1),
     (balanced_allocation::NAME, 1),
     (image_locality::NAME, 1),
 ];
@@ -61,10 +68,10 @@ pub const DEFAULT_SCORES: &[(&str, i64)] = &[
 pub const DEFAULT_POST_FILTERS: &[&str] = &[dynamic_resources::NAME, preemption::NAME];
 
 /// Reserve plugins of kube-scheduler's default profile that this scheduler runs, in order.
-pub const DEFAULT_RESERVES: &[&str] = &[volume_binding::NAME];
+pub const DEFAULT_RESERVES: &[&str] = &[volume_binding::NAME, dynamic_resources::NAME];
 
 /// PreBind plugins of kube-scheduler's default profile that this scheduler runs, in order.
-pub const DEFAULT_PRE_BINDS: &[&str] = &[volume_binding::NAME];
+pub const DEFAULT_PRE_BINDS: &[&str] = &[volume_binding::NAME, dynamic_resources::NAME];
 
 /// Score plugins of our own, off unless a profile enables them.
 pub const OPTIONAL_SCORES: &[&str] = &[device_packing::NAME];
@@ -179,7 +186,17 @@ pub fn build(name: &str, args: Option<&serde_json::Value>, gates: FeatureGates) 
             Built { filter: Some(p.clone()), score, reserve: Some(p.clone()), pre_bind: Some(p), ..Default::default() }
         }
         image_locality::NAME => Built::score(ImageLocality),
-        dynamic_resources::NAME => Built { post_filter: Some(Arc::new(DynamicResources)), ..Default::default() },
+        dynamic_resources::NAME => {
+            let p = Arc::new(DynamicResources { args: parse(name, args)?, features: gates.dra_features() });
+            Built {
+                filter: Some(p.clone()),
+                score: Some(p.clone()),
+                post_filter: Some(p.clone()),
+                reserve: Some(p.clone()),
+                pre_bind: Some(p),
+                ..Default::default()
+            }
+        }
         preemption::NAME => {
             let args = PreemptionArgs::from_args(args).map_err(|e| ArgsError::new(name, e))?;
             Built { post_filter: Some(Arc::new(DefaultPreemption { args })), ..Default::default() }

@@ -1,7 +1,8 @@
 //! The in-memory API server of `simulate`: it answers the binding cycle's writes and
 //! Bindings at once and plays the controllers that react to them, the PV controller
 //! (a volume's claimRef binds its claim) and the external provisioner (a claim's
-//! selected node gets a volume that node can reach). Faults can be injected to drive
+//! selected node gets a volume that node can reach), and stores ResourceClaims'
+//! allocations with the API server's resource-version precondition. Faults can be injected to drive
 //! the cycle's failure paths, as a test does against the fake API server in `run`.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use algorithms::PodInfo;
+use algorithms::dra::ClaimWrite;
 use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
 use algorithms::framework::ApiWrite;
 use algorithms::labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};
@@ -81,6 +83,9 @@ impl<'a> MemoryHost<'a> {
     /// Applies a write as the API server and the controllers would; the informers'
     /// storage events follow.
     fn apply(&self, write: &ApiWrite) -> Result<u64, String> {
+        if let ApiWrite::Claim(w) = write {
+            return self.write_claim(w);
+        }
         let mut engine = self.lock();
         let version = self.api.next_version();
         let labels = |node: &str| engine.cache.node(node).map(|n| n.labels.clone());
@@ -95,6 +100,7 @@ impl<'a> MemoryHost<'a> {
                 }
                 (c, v, version.clone())
             }
+            ApiWrite::Claim(_) => return Err("a claim write reached the volume path".into()),
             ApiWrite::SelectNode { claim, node } => {
                 let Some(labels) = labels(node) else {
                     return Err(format!("selecting node {node} for claim {}: node not found", claim.key()));
@@ -114,6 +120,35 @@ impl<'a> MemoryHost<'a> {
             engine.on_event(ClusterEvent::Storage(event), self.clock);
         }
         Ok(written.parse().unwrap_or(0))
+    }
+}
+
+impl MemoryHost<'_> {
+    /// Stores a claim's allocation and consumers as the API server does: refused when
+    /// the claim changed since it was assumed (its resource version moved on).
+    fn write_claim(&self, w: &ClaimWrite) -> Result<u64, String> {
+        let mut engine = self.lock();
+        let key = w.claim.key();
+        let what = if w.allocated { "add allocation and reservation to" } else { "add reservation to" };
+        let Some(current) = engine.cache.objects().dra.api_claim(&key).cloned() else {
+            return Err(format!("{what} claim {key}: resourceclaims \"{}\" not found", w.claim.name));
+        };
+        let base = w.claim.api.metadata.resource_version.clone().unwrap_or_default();
+        if current.resource_version != base {
+            return Err(format!(
+                "{what} claim {key}: Operation cannot be fulfilled on resourceclaims.resource.k8s.io \"{}\": \
+                 the object has been modified; please apply your changes to the latest version and try again",
+                w.claim.name
+            ));
+        }
+        let version = self.api.next_version();
+        let mut object = (*w.claim.api).clone();
+        object.metadata.resource_version = Some(version.clone());
+        let claim = algorithms::dra::Claim::from_api(&object)?;
+        engine.cache.objects_mut().dra.upsert_claim(claim);
+        let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Update, key };
+        engine.on_event(ClusterEvent::Storage(event), self.clock);
+        Ok(version.parse().unwrap_or(0))
     }
 }
 

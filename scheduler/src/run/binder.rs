@@ -7,9 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use algorithms::PodInfo;
+use algorithms::dra::ClaimWrite;
 use algorithms::framework::{ApiWrite, resource_version as version};
 use algorithms::volumes::objects::{BOUND_BY_CONTROLLER, SELECTED_NODE};
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -62,12 +64,40 @@ impl ClusterApi for ApiHost {
                     .map_err(|e| format!("selecting node {node} for claim {}: {e}", claim.key()))?;
                 Ok(version(pvc.metadata.resource_version.as_deref().unwrap_or_default()))
             }
+            ApiWrite::Claim(w) => write_claim(&self.client, w).await,
         }
     }
 
     async fn bind(&self, pod: &PodInfo, node: &str) -> BindOutcome {
         bind(&self.client, pod, node).await
     }
+}
+
+/// Writes a claim as DynamicResources' PreBind does: the delete-protection finalizer
+/// first when it is missing, then `status.allocation` and `status.reservedFor`, each with
+/// the resource version it was made over as precondition (a conflict fails the write).
+async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
+    let claim = &w.claim;
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &claim.namespace);
+    let params = PatchParams::default();
+    let mut rv = claim.api.metadata.resource_version.clone().unwrap_or_default();
+    let what = if w.allocated { "add allocation and reservation to" } else { "add reservation to" };
+    if w.add_finalizer {
+        let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": claim.api.metadata.finalizers}});
+        let updated = api
+            .patch(&claim.name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(|e| format!("add finalizer to claim {}: {e}", claim.key()))?;
+        rv = updated.metadata.resource_version.unwrap_or_default();
+    }
+    let status = claim.api.status.clone().unwrap_or_default();
+    let patch = json!({"metadata": {"resourceVersion": rv},
+        "status": {"allocation": status.allocation, "reservedFor": status.reserved_for}});
+    let updated = api
+        .patch_status(&claim.name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| format!("{what} claim {}: {e}", claim.key()))?;
+    Ok(version(updated.metadata.resource_version.as_deref().unwrap_or_default()))
 }
 
 impl Host for ApiHost {

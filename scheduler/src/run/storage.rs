@@ -1,15 +1,20 @@
 //! Watches the storage objects the volume plugins read (PersistentVolumeClaims,
-//! PersistentVolumes, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) into
-//! the cache's volume store, with the storage events that requeue the pods they may help.
+//! PersistentVolumes, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) and
+//! the DRA objects DynamicResources reads (ResourceClaims, ResourceSlices,
+//! DeviceClasses) into the cache's cluster objects, with the events that requeue the
+//! pods they may help.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use algorithms::dra;
 use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
-use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState};
+use algorithms::objects::ClusterObjects;
+use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
@@ -28,6 +33,9 @@ enum Object {
     CsiNode(CsiNode),
     Driver(CsiDriver),
     Capacity(Capacity),
+    ResourceClaim(dra::Claim),
+    ResourceSlice(dra::Slice),
+    DeviceClass(dra::DeviceClass),
 }
 
 /// One watch's output: an event with each object's key and, when it can be read, its
@@ -83,8 +91,12 @@ fn map<K, T>(ev: Event<K>, f: impl Fn(K) -> T) -> Event<T> {
     }
 }
 
-fn upsert(st: &mut VolumeState, object: Object) -> bool {
+fn upsert(objects: &mut ClusterObjects, object: Object) -> bool {
+    let st = &mut objects.volumes;
     match object {
+        Object::ResourceClaim(c) => objects.dra.upsert_claim(c).is_some(),
+        Object::ResourceSlice(s) => objects.dra.upsert_slice(s).is_some(),
+        Object::DeviceClass(c) => objects.dra.upsert_class(c).is_some(),
         Object::Claim(c) => st.upsert_claim(c).is_some(),
         Object::Volume(v) => st.upsert_volume(v).is_some(),
         Object::Class(c) => st.upsert_class(c).is_some(),
@@ -94,8 +106,13 @@ fn upsert(st: &mut VolumeState, object: Object) -> bool {
     }
 }
 
-fn remove(st: &mut VolumeState, kind: StorageKind, key: &str) -> bool {
+fn remove(objects: &mut ClusterObjects, kind: StorageKind, key: &str) -> bool {
+    let st = &mut objects.volumes;
     match kind {
+        StorageKind::ResourceClaim => objects.dra.remove_claim(key).is_some(),
+        StorageKind::ResourceSlice => objects.dra.remove_slice(key).is_some(),
+        StorageKind::DeviceClass => objects.dra.remove_class(key).is_some(),
+        StorageKind::ResourceClaimTemplate => objects.dra.remove_template(key).is_some(),
         StorageKind::Claim => st.remove_claim(key).is_some(),
         StorageKind::Volume => st.remove_volume(key).is_some(),
         StorageKind::Class => st.remove_class(key).is_some(),
@@ -105,13 +122,16 @@ fn remove(st: &mut VolumeState, kind: StorageKind, key: &str) -> bool {
     }
 }
 
-const KINDS: [StorageKind; 6] = [
+const KINDS: [StorageKind; 9] = [
     StorageKind::Claim,
     StorageKind::Volume,
     StorageKind::Class,
     StorageKind::CsiNode,
     StorageKind::CsiDriver,
     StorageKind::Capacity,
+    StorageKind::ResourceClaim,
+    StorageKind::ResourceSlice,
+    StorageKind::DeviceClass,
 ];
 
 fn slot(kind: StorageKind) -> usize {
@@ -145,16 +165,28 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             Capacity::from_api(o).map(Object::Capacity)
         })
         .boxed(),
+        ops::<resource::ResourceClaim>(&client, StorageKind::ResourceClaim, "resourceclaims", |o| {
+            dra::Claim::from_api(o).map(Object::ResourceClaim)
+        })
+        .boxed(),
+        ops::<resource::ResourceSlice>(&client, StorageKind::ResourceSlice, "resourceslices", |o| {
+            dra::Slice::from_api(o).map(Object::ResourceSlice)
+        })
+        .boxed(),
+        ops::<resource::DeviceClass>(&client, StorageKind::DeviceClass, "deviceclasses", |o| {
+            dra::DeviceClass::from_api(o).map(Object::DeviceClass)
+        })
+        .boxed(),
     ]);
     let mut all = all;
-    let mut relists: [Relist; 6] = Default::default();
+    let mut relists: [Relist; 9] = Default::default();
     let mut failing: HashSet<StorageKind> = HashSet::new();
     while let Some(op) = all.next().await {
         let mut guard = shared.lock();
         let now = Instant::now();
         let mut events: Vec<StorageEvent> = Vec::new();
         {
-            let st = &mut guard.engine.cache.objects_mut().volumes;
+            let st = guard.engine.cache.objects_mut();
             match op {
                 Op::Event(kind, ev) => {
                     for change in relists[slot(kind)].apply(ev, |(k, _)| k.clone()) {
@@ -188,7 +220,19 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         if listed && !guard.has_listed(Feed::Storage) {
             let [claims, volumes, classes, csi_nodes, drivers, capacities] =
                 guard.engine.cache.objects().volumes.counts();
-            info!(claims, volumes, classes, csi_nodes, drivers, capacities, "storage objects listed");
+            let [resource_claims, resource_slices, device_classes, _] = guard.engine.cache.objects().dra.counts();
+            info!(
+                claims,
+                volumes,
+                classes,
+                csi_nodes,
+                drivers,
+                capacities,
+                resource_claims,
+                resource_slices,
+                device_classes,
+                "storage and DRA objects listed"
+            );
             guard.listed(Feed::Storage);
         }
         drop(guard);

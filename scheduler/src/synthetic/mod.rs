@@ -1,6 +1,7 @@
 //! Synthetic clusters: the built-in demo and scheduler_perf-style workloads.
 
 pub mod demo;
+pub mod dra;
 pub mod workloads;
 
 use k8s_openapi::api::core::v1 as core;

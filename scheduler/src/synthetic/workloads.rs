@@ -30,6 +30,8 @@ pub struct Workload {
     pub pod_groups: Vec<(String, u32)>,
     /// Claims, storage classes and CSI objects of volume workloads.
     pub volumes: algorithms::volumes::VolumeState,
+    /// ResourceSlices, DeviceClasses, templates and claims of DRA workloads.
+    pub dra: algorithms::dra::DraState,
 }
 
 /// The label naming a pod's PodGroup.
@@ -50,7 +52,11 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SchedulingChurn", 5000, 1000, 10000),
     ("SchedulingWithPVC", 5000, 1000, 5000),
     ("PreemptionBasic", 5000, 20000, 1000),
+    ("SchedulingWithResourceClaimTemplate", 500, 2500, 2500),
 ];
+
+/// Devices the test driver publishes on each node of the DRA workloads.
+pub const DRA_DEVICES_PER_NODE: usize = 10;
 
 /// Churn steps per second of the churn workload: each step updates one node (a newly
 /// pulled image in its status, or a label), deletes one bound pod and creates one pod.
@@ -186,6 +192,11 @@ pub fn generate(
             "SchedulingGpuPacking" if i >= m / 2 => {
                 p.req_list(&[(GPU, "8")]).toleration(GPU, "Exists", "", "NoSchedule")
             }
+            // Each pod asks for one device through a claim made from the template.
+            "SchedulingWithResourceClaimTemplate" => {
+                let name = format!("{prefix}-{i}");
+                p.claim_template(super::dra::POD_CLAIM, super::dra::TEMPLATE, Some(&super::dra::claim_name(&name)))
+            }
             // Each pod mounts its own WaitForFirstConsumer claim, like a StatefulSet replica.
             "SchedulingWithPVC" => p.claim("data", &format!("data-{prefix}-{i}")),
             "SchedulingGpu" if i % 5 < 2 => {
@@ -198,6 +209,15 @@ pub fn generate(
     };
     if canonical == "SchedulingWithPVC" {
         w.volumes = pvc_world(n, init, m);
+    }
+    if canonical == "SchedulingWithResourceClaimTemplate" {
+        let names: Vec<(String, String)> = (0..init)
+            .map(|i| format!("init-{i}"))
+            .chain((0..m).map(|i| format!("pod-{i}")))
+            .map(|n| (format!("uid-{n}"), n))
+            .collect();
+        let pods = names.iter().map(|(uid, n)| (n.as_str(), uid.as_str()));
+        w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, "sched-perf", pods);
     }
     for i in 0..init {
         on_init(with_created(make("init", i), i));

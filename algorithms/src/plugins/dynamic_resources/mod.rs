@@ -1,26 +1,266 @@
 //! DynamicResources: devices a pod asks for through ResourceClaims (`resource.k8s.io/v1`).
 //!
-//! So far its PostFilter, which runs before DefaultPreemption in kube-scheduler v1.36's
-//! default profile and shapes the end of every FailedScheduling message: a pod with no
-//! claim allocated in its cycle has nothing to deallocate, and after another plugin's
-//! PreFilter rejected the pod this plugin finds no state of its own and stops the chain.
+//! PreFilter resolves the pod's claims (kube-scheduler's messages for a claim not created
+//! yet, missing, being deleted or made for another pod, or asking for a class that does
+//! not exist); Filter keeps a node when every allocated claim's node selector admits it
+//! and the structured allocator finds devices there for every unallocated claim; Score
+//! ranks `firstAvailable` choices; Reserve assumes the allocations (and the pod in each
+//! claim's `reservedFor`) so the next pods see the devices taken; PreBind writes them
+//! (`lifecycle.rs`); PostFilter shapes the end of the FailedScheduling message.
+
+mod claims;
+mod lifecycle;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use rand::RngCore;
 
-use crate::framework::{Evaluation, PostFilterPlugin, PostFilterResult, Profile};
+pub use claims::{check_classes, owned_by, pod_claims, pod_uid};
+pub use lifecycle::Reservation;
+
+use crate::dra::{self, Claim, Features, Outcome};
+use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::framework::{
+    Evaluation, FilterPlugin, PluginState, PostFilterPlugin, PostFilterResult, PreFilterOutcome, Profile, ScorePlugin,
+    default_normalize,
+};
+use crate::labels::NodeSelector;
+use crate::node_info::NodeInfo;
+use crate::objects::ClusterObjects;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
+use crate::status::Status;
 
 /// Plugin name.
 pub const NAME: &str = "DynamicResources";
-/// PostFilter's reason for a pod without claims allocated in its cycle.
+/// PostFilter's reason for a pod without claims.
 pub const NO_CLAIMS: &str = "no new claims to deallocate";
+/// PostFilter's reason for a pod with claims it could not place.
+pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
 /// PostFilter's error when a PreFilter before it rejected the pod (its state was never written).
 pub const STATE_MISSING: &str = "not found";
+/// Filter's reason when the allocator finds no devices for the claims on a node.
+pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter's reason when an allocated claim cannot be used on a node.
+pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// Filter's reason when the allocator ran out of time on a node.
+pub const TIMED_OUT: &str = "timed out trying to allocate devices";
+
+/// `DynamicResourcesArgs`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DynamicResourcesArgs {
+    /// How long Filter may search one node (`10s`; `0s` for no limit).
+    #[serde(default = "default_filter_timeout", with = "duration_text")]
+    pub filter_timeout: Duration,
+    /// How long PreBind waits for devices' binding conditions (`10m`).
+    #[serde(default = "default_binding_timeout", with = "duration_text")]
+    pub binding_timeout: Duration,
+}
+
+fn default_filter_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_binding_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+
+impl Default for DynamicResourcesArgs {
+    fn default() -> Self {
+        DynamicResourcesArgs { filter_timeout: default_filter_timeout(), binding_timeout: default_binding_timeout() }
+    }
+}
+
+/// Go durations as the configuration writes them (`10s`, `1m30s`, `500ms`).
+mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).ok_or_else(|| serde::de::Error::custom(format!("invalid duration {text:?}")))
+    }
+
+    /// Parses a Go duration.
+    pub fn parse(text: &str) -> Option<Duration> {
+        if text == "0" {
+            return Some(Duration::ZERO);
+        }
+        let mut total = 0f64;
+        let mut rest = text;
+        while !rest.is_empty() {
+            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+            let value: f64 = rest[..end].parse().ok()?;
+            rest = &rest[end..];
+            let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+            let scale = match &rest[..unit_end] {
+                "ns" => 1e-9,
+                "us" | "µs" => 1e-6,
+                "ms" => 1e-3,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return None,
+            };
+            total += value * scale;
+            rest = &rest[unit_end..];
+        }
+        Some(Duration::from_secs_f64(total))
+    }
+}
 
 /// The DynamicResources plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DynamicResources;
+#[derive(Debug, Clone, Default)]
+pub struct DynamicResources {
+    /// Its arguments.
+    pub args: DynamicResourcesArgs,
+    /// The allocator features the gates switch on.
+    pub features: Features,
+}
+
+/// What PreFilter found for one pod.
+pub struct ClaimState {
+    /// The cluster objects the cycle reads.
+    pub objects: Arc<ClusterObjects>,
+    /// Node selectors of the claims already allocated (`None`: usable everywhere).
+    pub allocated: Vec<Option<NodeSelector>>,
+    /// The claims Filter allocates, in the pod's order.
+    pub to_allocate: Vec<Arc<Claim>>,
+}
+
+impl DynamicResources {
+    /// PreFilter's work against a set of cluster objects: `Ok(None)` for a pod without claims.
+    pub fn resolve(&self, pod: &PodInfo, objects: &Arc<ClusterObjects>) -> Result<Option<ClaimState>, Status> {
+        if pod.resource_claims.is_empty() {
+            return Ok(None);
+        }
+        let claims = pod_claims(pod, &objects.dra).map_err(Status::unresolvable)?;
+        if claims.is_empty() {
+            return Ok(None);
+        }
+        let mut state = ClaimState { objects: objects.clone(), allocated: Vec::new(), to_allocate: Vec::new() };
+        for claim in claims {
+            match claim.allocation() {
+                Some(a) => state.allocated.push(a.node_selector.as_ref().map(NodeSelector::parse)),
+                None => {
+                    check_classes(&claim, &objects.dra).map_err(Status::unresolvable)?;
+                    state.to_allocate.push(claim);
+                }
+            }
+        }
+        Ok(Some(state))
+    }
+
+    /// Runs the allocator for the state's unallocated claims on a node.
+    pub fn allocate(
+        &self,
+        state: &ClaimState,
+        node: &NodeInfo,
+    ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
+        if state.to_allocate.is_empty() {
+            return Ok(Vec::new());
+        }
+        match dra::allocate(&state.objects.dra, &node.name, &node.labels, &state.to_allocate, self.features) {
+            Ok(Outcome::Allocated(a)) => Ok(a),
+            Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
+            Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
+            Err(e) => Err(Status::error(e)),
+        }
+    }
+
+    fn available(state: &ClaimState, node: &NodeInfo) -> bool {
+        state.allocated.iter().all(|s| s.as_ref().is_none_or(|s| s.matches(&node.name, &node.labels)))
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
+        match self.resolve(pod, &snapshot.objects) {
+            Ok(None) => PreFilterOutcome::skip(),
+            Ok(Some(state)) => PreFilterOutcome::run(PluginState::new(state)),
+            Err(status) => PreFilterOutcome::reject(status),
+        }
+    }
+
+    fn filter(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(state) = state.get::<ClaimState>() else { return Status::success() };
+        let available = Self::available(state, node);
+        if let Err(status) = self.allocate(state, node) {
+            return status;
+        }
+        if !available {
+            return Status::unresolvable(NOT_AVAILABLE);
+        }
+        Status::success()
+    }
+
+    fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        match event {
+            ClusterEvent::NodeAdded(_) | ClusterEvent::NodeUpdated { .. } => QueueingHint::Queue,
+            ClusterEvent::Storage(e) => match (e.kind, e.action) {
+                (StorageKind::ResourceClaim, StorageAction::Add) => {
+                    let own = pod.resource_claims.iter().filter_map(|c| c.claim.as_deref());
+                    QueueingHint::from_bool(own.into_iter().any(|n| e.key == format!("{}/{n}", pod.namespace)))
+                }
+                (StorageKind::ResourceClaim | StorageKind::ResourceSlice | StorageKind::DeviceClass, _) => {
+                    QueueingHint::Queue
+                }
+                _ => QueueingHint::Skip,
+            },
+            _ => QueueingHint::Skip,
+        }
+    }
+}
+
+/// The score of one node's allocation: for each `firstAvailable` request, 8 for its
+/// first sub-request, 7 for the second, and so on.
+pub fn rank(claims: &[Arc<Claim>], allocations: &[k8s_openapi::api::resource::v1::AllocationResult]) -> i64 {
+    let mut score = 0;
+    for (claim, allocation) in claims.iter().zip(allocations) {
+        let results = allocation.devices.as_ref().and_then(|d| d.results.as_ref());
+        for r in claim.requests.iter().filter(|r| r.prioritized) {
+            if let Some(k) =
+                r.alternatives.iter().position(|a| results.into_iter().flatten().any(|x| x.request == a.name))
+            {
+                score += 8 - i64::try_from(k).unwrap_or(8);
+            }
+        }
+    }
+    score
+}
+
+impl ScorePlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_score(&self, pod: &PodInfo, snapshot: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
+        match self.resolve(pod, &snapshot.objects) {
+            Ok(Some(state)) if state.to_allocate.iter().any(|c| c.requests.iter().any(|r| r.prioritized)) => {
+                Ok(PluginState::new(state))
+            }
+            _ => Err(Status::skip()),
+        }
+    }
+
+    fn score(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
+        let Some(state) = state.get::<ClaimState>() else { return 0 };
+        self.allocate(state, node).map(|a| rank(&state.to_allocate, &a)).unwrap_or(0)
+    }
+
+    fn normalize(&self, _: &PluginState, scores: &mut [i64]) {
+        default_normalize(false, scores);
+    }
+}
 
 impl PostFilterPlugin for DynamicResources {
     fn name(&self) -> &'static str {
@@ -30,14 +270,19 @@ impl PostFilterPlugin for DynamicResources {
     fn post_filter(
         &self,
         _: &Profile,
-        _: &PodInfo,
+        pod: &PodInfo,
         _: &mut Snapshot,
         ev: &Evaluation,
         _: &mut dyn RngCore,
     ) -> PostFilterResult {
-        if ev.prefilter_rejection.is_some() {
-            return PostFilterResult::Stopped(STATE_MISSING.into());
+        match &ev.prefilter_rejection {
+            Some(s) if s.plugin == NAME => {
+                return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
+            }
+            Some(_) => return PostFilterResult::Stopped(STATE_MISSING.into()),
+            None => {}
         }
-        PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false }
+        let message = if pod.resource_claims.iter().all(|c| c.not_needed) { NO_CLAIMS } else { STILL_NOT_SCHEDULABLE };
+        PostFilterResult::Unschedulable { message: message.into(), clear: false }
     }
 }

@@ -204,7 +204,11 @@ impl FilterPlugin for VolumeBinding {
             ClusterEvent::Storage(e) => QueueingHint::from_bool(match e.kind {
                 StorageKind::Claim => uses_claim(pod, &e.key),
                 StorageKind::Volume | StorageKind::Class | StorageKind::CsiNode | StorageKind::Capacity => true,
-                StorageKind::CsiDriver => false,
+                StorageKind::CsiDriver
+                | StorageKind::ResourceClaim
+                | StorageKind::ResourceSlice
+                | StorageKind::DeviceClass
+                | StorageKind::ResourceClaimTemplate => false,
             }),
             _ => QueueingHint::Skip,
         }

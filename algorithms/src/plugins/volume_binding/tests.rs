@@ -532,7 +532,7 @@ fn a_shape_needs_the_scoring_gate() {
     assert_eq!(VolumeBinding::new(args.clone(), true).unwrap().shape, Some(args.shape));
     assert_eq!(VolumeBinding::new(VolumeBindingArgs::default(), true).unwrap().shape, Some(DEFAULT_SHAPE.to_vec()));
     // The gate reaches the plugin through the profile: VolumeBinding scores, weight 1.
-    let gates = crate::features::FeatureGates { storage_capacity_scoring: true };
+    let gates = crate::features::FeatureGates { storage_capacity_scoring: true, ..Default::default() };
     let profile = crate::config::default_profile_with("s", gates);
     assert!(profile.scores.iter().any(|s| s.plugin.name() == NAME && s.weight == 1));
     assert!(crate::config::default_profile("s").scores.iter().all(|s| s.plugin.name() != NAME));

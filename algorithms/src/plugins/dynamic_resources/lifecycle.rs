@@ -1,0 +1,126 @@
+//! DynamicResources after the node is chosen: Reserve allocates the pod's unallocated
+//! claims on the node again (the objects may have changed since Filter) and assumes
+//! every claim with its allocation and the pod in `reservedFor`; Unreserve drops the
+//! assumptions; PreBind writes each claim (the delete-protection finalizer, then
+//! `status.allocation` and `status.reservedFor`, with the claim's resource version as
+//! precondition) before the pod is bound.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::resource::v1 as api;
+
+use super::{DynamicResources, NAME, pod_uid};
+use crate::dra::{Claim, ClaimWrite, FINALIZER};
+use crate::framework::{ApiWrite, PreBindPlugin, Progress, ReservePlugin, Reserved};
+use crate::node_info::NodeInfo;
+use crate::objects::ClusterObjects;
+use crate::pod_info::PodInfo;
+use crate::status::Status;
+
+/// What Reserve assumed for one pod.
+#[derive(Debug, Clone, Default)]
+pub struct Reservation {
+    /// The claims written in PreBind, in the pod's order.
+    pub writes: Vec<ClaimWrite>,
+}
+
+fn assumed(
+    claim: &Arc<Claim>,
+    previous: Option<Arc<Claim>>,
+    allocation: Option<api::AllocationResult>,
+    pod: &PodInfo,
+) -> ClaimWrite {
+    let mut object = (*claim.api).clone();
+    let allocated = allocation.is_some();
+    let finalizers = object.metadata.finalizers.get_or_insert_with(Vec::new);
+    let add_finalizer = allocated && !finalizers.iter().any(|f| f == FINALIZER);
+    if add_finalizer {
+        finalizers.push(FINALIZER.into());
+    }
+    let status = object.status.get_or_insert_with(Default::default);
+    if let Some(a) = allocation {
+        status.allocation = Some(a);
+    }
+    status.reserved_for.get_or_insert_with(Vec::new).push(api::ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: pod.name.clone(),
+        uid: pod_uid(pod),
+    });
+    let parsed =
+        Claim::from_api(&object).unwrap_or_else(|_| Claim { api: Arc::new(object.clone()), ..(**claim).clone() });
+    ClaimWrite { claim: Arc::new(parsed), previous, add_finalizer, allocated }
+}
+
+impl ReservePlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn reserve(
+        &self,
+        objects: &mut ClusterObjects,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Result<Option<Reserved>, Status> {
+        if pod.resource_claims.is_empty() {
+            return Ok(None);
+        }
+        let shared = Arc::new(objects.clone());
+        let Some(state) = self.resolve(pod, &shared).map_err(|s| Status::error(s.message()))? else { return Ok(None) };
+        if !Self::available(&state, node) {
+            return Err(Status::error(super::NOT_AVAILABLE));
+        }
+        let allocations = self.allocate(&state, node).map_err(|s| Status::error(s.message()))?;
+        let mut allocations = allocations.into_iter();
+        let uid = pod_uid(pod);
+        let mut reservation = Reservation::default();
+        for claim in super::pod_claims(pod, &objects.dra).map_err(Status::error)? {
+            let allocation = if claim.allocation().is_none() {
+                Some(allocations.next().ok_or_else(|| Status::error("claim allocation not found for node"))?)
+            } else if claim.reserved_for_pod(&uid) {
+                continue;
+            } else {
+                None
+            };
+            let previous = objects.dra.is_assumed(&claim.key()).then(|| claim.clone());
+            reservation.writes.push(assumed(&claim, previous, allocation, pod));
+        }
+        if reservation.writes.is_empty() {
+            return Ok(None);
+        }
+        for w in &reservation.writes {
+            objects.dra.assume(w.claim.clone());
+        }
+        Ok(Some(Arc::new(reservation)))
+    }
+
+    fn unreserve(&self, objects: &mut ClusterObjects, _key: &str, reserved: &Reserved) {
+        if let Some(r) = reserved.downcast_ref::<Reservation>() {
+            for w in r.writes.iter().rev() {
+                objects.dra.restore(&w.claim, w.previous.clone());
+            }
+        }
+    }
+}
+
+impl PreBindPlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_bind(&self, reserved: &Reserved, _node: &str) -> Vec<ApiWrite> {
+        let Some(r) = reserved.downcast_ref::<Reservation>() else { return Vec::new() };
+        r.writes.iter().map(|w| ApiWrite::Claim(w.clone())).collect()
+    }
+
+    /// The writes are the whole of it: once the API server accepted them the pod may be bound.
+    fn check(&self, _: &ClusterObjects, _: &Reserved, _: &NodeInfo, _: &[u64]) -> Progress {
+        Progress::Done
+    }
+
+    fn timeout(&self) -> Duration {
+        self.args.binding_timeout
+    }
+}

@@ -1,0 +1,81 @@
+//! The DRA world of kube-scheduler's scheduler_perf DRA workloads: a test driver that
+//! publishes one ResourceSlice per node with `devices` devices, a DeviceClass selecting
+//! that driver, a ResourceClaimTemplate asking for one device, and for each pod the claim
+//! the resourceclaim controller makes from the template (the pods' statuses name them).
+
+use algorithms::dra::{self, DraState};
+use k8s_openapi::api::resource::v1 as api;
+use serde_json::json;
+
+/// The test driver's name.
+pub const DRIVER: &str = "test-driver.cdi.k8s.io";
+/// The DeviceClass.
+pub const CLASS: &str = "test-class";
+/// The ResourceClaimTemplate.
+pub const TEMPLATE: &str = "test-claim-template";
+/// The pods' claim entry.
+pub const POD_CLAIM: &str = "resource";
+
+/// The claim made for pod `pod` from the template.
+pub fn claim_name(pod: &str) -> String {
+    format!("{pod}-{POD_CLAIM}")
+}
+
+/// The ResourceSlice the test driver publishes for one node.
+pub fn slice(node: &str, devices: usize) -> api::ResourceSlice {
+    let devices: Vec<serde_json::Value> = (0..devices)
+        .map(|i| {
+            json!({"name": format!("instance-{i}"),
+                "attributes": {"model": {"string": "A100"}, "family": {"string": "GPU"},
+                    "driverVersion": {"version": "1.2.3"}, "dra.example.com/numa": {"int": i}},
+                "capacity": {"memory": {"value": "1Gi"}}})
+        })
+        .collect();
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node},
+        "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices}});
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// The DeviceClass.
+pub fn class() -> api::DeviceClass {
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}});
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// The ResourceClaimTemplate in `namespace`.
+pub fn template(namespace: &str) -> api::ResourceClaimTemplate {
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": CLASS}}]}}}});
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// The world: slices for `nodes` nodes (`node-0`…), the class, the template, and the
+/// claims of the pods named in `pods` (namespace, name, UID).
+pub fn world<'a>(
+    nodes: usize,
+    devices: usize,
+    namespace: &str,
+    pods: impl Iterator<Item = (&'a str, &'a str)>,
+) -> DraState {
+    let mut st = DraState::default();
+    if let Ok(c) = dra::DeviceClass::from_api(&class()) {
+        st.upsert_class(c);
+    }
+    let t = template(namespace);
+    st.upsert_template(t.clone());
+    for i in 0..nodes {
+        if let Ok(s) = dra::Slice::from_api(&slice(&format!("node-{i}"), devices)) {
+            st.upsert_slice(s);
+        }
+    }
+    for (pod, uid) in pods {
+        let claim = dra::claim_object(&t, namespace, pod, uid, POD_CLAIM, &claim_name(pod));
+        if let Ok(c) = dra::Claim::from_api(&claim) {
+            st.upsert_claim(c);
+        }
+    }
+    st
+}

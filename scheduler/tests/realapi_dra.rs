@@ -1,0 +1,220 @@
+//! Dynamic Resource Allocation by `custom-scheduler run` on a real kube-apiserver
+//! v1.36.2 with kube-controller-manager v1.36.2 (its resourceclaim controller makes the
+//! pods' claims from templates and releases the claims of deleted pods; its garbage
+//! collector deletes them). No DRA driver and no kubelet run: the test publishes the
+//! ResourceSlices a node's driver would, and deletes pods at once as a kubelet would.
+//! The same scenario runs under kube-scheduler v1.36.2 and both must agree.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use algorithms::builders::{NodeBuilder, PodBuilder};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use realapi::{Ours, plane, pod_scheduled};
+use serde_json::json;
+use testing::api::{self, node_of, wait_for};
+
+const NS: &str = "default";
+const DRIVER: &str = "gpu.example.com";
+
+async fn create<K>(api: Api<K>, v: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let obj: K = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+/// Nodes n-a (two GPUs, one "big"), n-b (one GPU) and n-c (none); the class, a template
+/// asking for one GPU, and a shared claim by name.
+async fn world(client: &Client) {
+    for n in ["n-a", "n-b", "n-c"] {
+        api::create_node(client, &NodeBuilder::new(n).capacity("8", "16Gi", "110").build()).await.unwrap();
+    }
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    for (node, devices) in [("n-a", vec![("gpu-0", "big"), ("gpu-1", "small")]), ("n-b", vec![("gpu-0", "small")])] {
+        let devices: Vec<_> = devices
+            .iter()
+            .map(|(name, size)| json!({"name": name, "attributes": {"size": {"string": size}}}))
+            .collect();
+        create(
+            slices.clone(),
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("{node}-gpus")},
+                "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices}}),
+        )
+        .await;
+    }
+    create::<DeviceClass>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
+    )
+    .await;
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), NS);
+    create(
+        templates.clone(),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}),
+    )
+    .await;
+    // A request that prefers a big GPU and settles for any.
+    create(
+        templates,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "big-or-any"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+                {"name": "big", "deviceClassName": "gpu",
+                    "selectors": [{"cel": {"expression": format!("device.attributes[\"{DRIVER}\"].size == \"big\"")}}]},
+                {"name": "any", "deviceClassName": "gpu"}]}]}}}}),
+    )
+    .await;
+}
+
+fn pod(name: &str, scheduler: &str) -> PodBuilder {
+    PodBuilder::new(name).namespace(NS).scheduler(scheduler).req("100m", "128Mi")
+}
+
+/// The devices of an allocated claim, and its consumers' names.
+fn allocation(c: &ResourceClaim) -> Option<(Vec<String>, Vec<String>)> {
+    let status = c.status.as_ref()?;
+    let results = status.allocation.as_ref()?.devices.as_ref()?.results.clone()?;
+    let devices = results.iter().map(|r| format!("{}/{}/{}", r.pool, r.device, r.request)).collect();
+    let consumers = status.reserved_for.iter().flatten().map(|r| r.name.clone()).collect();
+    Some((devices, consumers))
+}
+
+async fn claims(client: &Client) -> Vec<ResourceClaim> {
+    Api::<ResourceClaim>::namespaced(client.clone(), NS).list(&Default::default()).await.unwrap().items
+}
+
+async fn pod_named(client: &Client, name: &str) -> Pod {
+    Api::<Pod>::namespaced(client.clone(), NS).get(name).await.unwrap()
+}
+
+async fn wait_message(client: &Client, name: &str) -> String {
+    wait_for(&format!("{name} to be reported unschedulable"), Duration::from_secs(30), || async {
+        let p = pod_named(client, name).await;
+        let (status, reason, message) = pod_scheduled(&p)?;
+        (status == "False" && reason.as_deref() == Some("Unschedulable")).then_some(message).flatten()
+    })
+    .await
+}
+
+/// What one scheduler did with the scenario.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    /// Nodes of the first three template pods, sorted.
+    nodes: Vec<String>,
+    /// The fourth pod's FailedScheduling message while no device is free.
+    message: String,
+    /// The node the fourth pod got once a pod's device was freed.
+    after_free: String,
+    /// Whether both pods sharing a claim landed on the claim's node.
+    shared_together: bool,
+    /// The request a `firstAvailable` claim was allocated for.
+    first_available: String,
+}
+
+async fn scenario(client: &Client, scheduler: &str) -> Outcome {
+    world(client).await;
+    // Three pods take the three GPUs; none is taken twice.
+    for i in 0..3 {
+        api::create_pod(client, &pod(&format!("t-{i}"), scheduler).claim_template("gpu", "one-gpu", None).build())
+            .await
+            .unwrap();
+    }
+    let bound = api::wait_bound(client, NS, 3, Duration::from_secs(60)).await;
+    let mut nodes: Vec<String> = bound.iter().filter_map(|p| node_of(p).map(String::from)).collect();
+    nodes.sort();
+    let all = claims(client).await;
+    let mut held = BTreeSet::new();
+    for c in &all {
+        let (devices, consumers) = allocation(c).unwrap_or_else(|| panic!("claim not allocated: {c:?}"));
+        let owner = &c.metadata.owner_references.as_ref().unwrap()[0].name;
+        assert_eq!(&consumers, &vec![owner.clone()], "reservedFor names the pod");
+        let p = pod_named(client, owner).await;
+        let device = &devices[0];
+        assert!(device.starts_with(&format!("{}/", node_of(&p).unwrap())), "{owner}: {device} is not on its node");
+        assert!(held.insert(device.clone()), "device {device} allocated twice");
+        assert!(c.metadata.finalizers.iter().flatten().any(|f| f == "resource.kubernetes.io/delete-protection"));
+    }
+    assert_eq!(held.len(), 3);
+    // A fourth finds no device.
+    api::create_pod(client, &pod("t-3", scheduler).claim_template("gpu", "one-gpu", None).build()).await.unwrap();
+    let message = wait_message(client, "t-3").await;
+    // Deleting a pod on n-b frees its device (the controller deallocates and deletes its claim).
+    let on_b = bound.iter().find(|p| node_of(p) == Some("n-b")).unwrap().metadata.name.clone().unwrap();
+    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    Api::<Pod>::namespaced(client.clone(), NS).delete(&on_b, &now).await.unwrap();
+    let after_free = wait_for("t-3 to be bound", Duration::from_secs(60), || async {
+        node_of(&pod_named(client, "t-3").await).map(String::from)
+    })
+    .await;
+    // Make room: delete everything, then a claim shared by two pods, and a firstAvailable pod.
+    for p in api::pods(client, NS).await.unwrap() {
+        let name = p.metadata.name.unwrap();
+        Api::<Pod>::namespaced(client.clone(), NS).delete(&name, &now).await.unwrap();
+    }
+    wait_for("every device free", Duration::from_secs(60), || async {
+        claims(client).await.iter().all(|c| allocation(c).is_none()).then_some(())
+    })
+    .await;
+    api::create_pod(client, &pod("f-0", scheduler).claim_template("gpu", "big-or-any", None).build()).await.unwrap();
+    api::wait_bound(client, NS, 1, Duration::from_secs(60)).await;
+    create::<ResourceClaim>(
+        Api::namespaced(client.clone(), NS),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    )
+    .await;
+    for name in ["s-0", "s-1"] {
+        api::create_pod(client, &pod(name, scheduler).resource_claim("gpu", "shared").build()).await.unwrap();
+    }
+    let bound = api::wait_bound(client, NS, 3, Duration::from_secs(60)).await;
+    let by_name: BTreeMap<String, String> =
+        bound.iter().filter_map(|p| Some((p.metadata.name.clone()?, node_of(p)?.to_string()))).collect();
+    let all = claims(client).await;
+    let shared = all.iter().find(|c| c.metadata.name.as_deref() == Some("shared")).unwrap();
+    let (devices, consumers) = allocation(shared).unwrap();
+    let shared_node = devices[0].split('/').next().unwrap().to_string();
+    let shared_together = by_name["s-0"] == shared_node && by_name["s-1"] == shared_node && consumers.len() == 2;
+    let mine = all.iter().find(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("f-0-"))).unwrap();
+    let (devices, _) = allocation(mine).unwrap();
+    let first_available = devices[0].splitn(3, '/').nth(2).unwrap().to_string();
+    Outcome { nodes, message, after_free, shared_together, first_available }
+}
+
+#[tokio::test]
+async fn claims_are_allocated_as_kube_scheduler_allocates_them() {
+    let Some(p) = plane("realapi_dra").await else { return };
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager").unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let ours = scenario(&p.client, "custom-scheduler").await;
+    drop(p);
+
+    let Some(p) = plane("realapi_dra").await else { return };
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager").unwrap();
+    let _kube = testing::start_kube_scheduler(
+        &p.plane,
+        "kube-scheduler",
+        json!({"profiles": [{"schedulerName": "default-scheduler"}]}),
+    )
+    .unwrap();
+    let kube = scenario(&p.client, "default-scheduler").await;
+
+    assert_eq!(ours.nodes, vec!["n-a", "n-a", "n-b"]);
+    assert_eq!(
+        ours.message,
+        "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+    assert_eq!(ours.after_free, "n-b");
+    assert!(ours.shared_together);
+    assert_eq!(ours.first_available, "gpu/big");
+    assert_eq!(ours, kube, "ours against kube-scheduler v1.36.2");
+}
