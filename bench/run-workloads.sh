@@ -8,7 +8,7 @@ cargo build --release -p custom-scheduler >&2
 bin=target/release/custom-scheduler
 workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
            TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingGpuPacking
-           SchedulingChurn PreemptionBasic SchedulingWithPVC)
+           SchedulingChurn PreemptionBasic SchedulingWithPVC SchedulingWithResourceClaimTemplate)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as api;
 
 use super::objects::{Attribute, Claim, Mode, NodeScope};
-use super::pools::{Pool, Reachable, gather};
+use super::pools::{Pool, Reachable, node_devices};
 use super::selectors::{Prepared, matches, prepare};
 use super::state::{DeviceId, DraState};
 use crate::labels::Labels;
@@ -68,6 +68,24 @@ struct Match {
     count: usize,
 }
 
+/// The claims' checks done and their selectors compiled, once per pod: a plan to run
+/// on each node.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Compiled selectors by claim, request and alternative.
+    prepared: Vec<Vec<Vec<Prepared>>>,
+}
+
+/// Checks `claims` as kube-scheduler does before searching and compiles their selectors.
+pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Result<Plan, String> {
+    validate(state, claims, features)?;
+    let prepared = claims
+        .iter()
+        .map(|c| c.requests.iter().map(|r| r.alternatives.iter().map(|a| prepare(state, c, a)).collect()).collect())
+        .collect();
+    Ok(Plan { prepared })
+}
+
 /// Allocates `claims` (none of them allocated) on `node`.
 pub fn allocate(
     state: &DraState,
@@ -76,18 +94,28 @@ pub fn allocate(
     claims: &[Arc<Claim>],
     features: Features,
 ) -> Result<Outcome, String> {
-    validate(state, claims, features)?;
+    let plan = plan(state, claims, features)?;
+    allocate_planned(state, node, labels, claims, &plan)
+}
+
+/// Allocates `claims` on `node` following a [`plan`] made for them.
+pub fn allocate_planned(
+    state: &DraState,
+    node: &str,
+    labels: &Labels,
+    claims: &[Arc<Claim>],
+    plan: &Plan,
+) -> Result<Outcome, String> {
     if claims.is_empty() {
         return Ok(Outcome::Allocated(Vec::new()));
     }
-    let pools = gather(state, node, labels);
-    let devices: Vec<Reachable> = pools.iter().flat_map(|p| p.devices(node, labels)).collect();
+    let reach = node_devices(state, node, labels);
     let mut search = Search {
         state,
         claims,
-        pools: &pools,
-        devices: &devices,
-        prepared: HashMap::new(),
+        pools: &reach.pools,
+        devices: &reach.devices,
+        plan,
         matches: HashMap::new(),
         taking: HashMap::new(),
         picks: vec![Vec::new(); claims.len()],
@@ -95,7 +123,7 @@ pub fn allocate(
         chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
     };
     if !search.claim(0)? {
-        if pools.iter().any(|p| p.invalid.is_some()) {
+        if reach.pools.iter().any(|p| p.invalid.is_some()) {
             return Ok(Outcome::Unschedulable(Some(INVALID_POOLS.into())));
         }
         return Ok(Outcome::Unschedulable(None));
@@ -159,8 +187,7 @@ struct Search<'a> {
     claims: &'a [Arc<Claim>],
     pools: &'a [Pool],
     devices: &'a [Reachable],
-    /// Compiled selectors by (claim, request, alternative).
-    prepared: HashMap<(usize, usize, usize), Prepared>,
+    plan: &'a Plan,
     /// Selector results by (claim, request, alternative, device index).
     matches: HashMap<(usize, usize, usize, usize), bool>,
     /// Devices taken in this search, by the claims (indexes) taking them.
@@ -290,11 +317,7 @@ impl Search<'_> {
         if let Some(m) = self.matches.get(&(c, r, a, k)) {
             return Ok(*m);
         }
-        let claim = &self.claims[c];
-        let state = self.state;
-        let prepared =
-            self.prepared.entry((c, r, a)).or_insert_with(|| prepare(state, claim, &claim.requests[r].alternatives[a]));
-        let m = matches(prepared, &self.devices[k])?;
+        let m = matches(&self.plan.prepared[c][r][a], &self.devices[k])?;
         self.matches.insert((c, r, a, k), m);
         Ok(m)
     }

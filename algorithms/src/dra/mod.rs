@@ -10,12 +10,12 @@ mod selectors;
 mod state;
 mod template;
 
-pub use allocator::{Features, INVALID_POOLS, MAX_RESULTS, Outcome, allocate, local};
+pub use allocator::{Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, local, plan};
 pub use objects::{
     Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, Device, DeviceClass, FINALIZER, MAX_CONSUMERS,
     Mode, NodeScope, Request, Slice, qualify,
 };
-pub use pools::{Pool, Reachable, gather};
+pub use pools::{NodeDevices, Pool, Reachable, gather, node_devices};
 pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
 pub use state::{DeviceId, DraState, held_devices};
 #[cfg(test)]

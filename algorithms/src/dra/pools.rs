@@ -91,3 +91,32 @@ pub fn gather(state: &DraState, node: &str, labels: &Labels) -> Vec<Pool> {
     }
     pools
 }
+
+/// The pools a node can reach and their devices in search order.
+#[derive(Debug, Default)]
+pub struct NodeDevices {
+    /// The pools.
+    pub pools: Vec<Pool>,
+    /// Their devices the node can reach.
+    pub devices: Vec<Reachable>,
+}
+
+/// [`gather`] with the devices listed, kept per node while the slices do not change
+/// (when every slice names its node, so that node labels cannot matter).
+pub fn node_devices(state: &DraState, node: &str, labels: &Labels) -> Arc<NodeDevices> {
+    let build = || {
+        let pools = gather(state, node, labels);
+        let devices = pools.iter().flat_map(|p| p.devices(node, labels)).collect();
+        Arc::new(NodeDevices { pools, devices })
+    };
+    if !state.only_node_local() {
+        return build();
+    }
+    let version = state.slices_version();
+    if let Some(hit) = state.reach_cache().get(node, version) {
+        return hit;
+    }
+    let fresh = build();
+    state.reach_cache().put(node, version, fresh.clone());
+    fresh
+}

@@ -68,12 +68,53 @@ pub struct DraState {
     in_use: HashMap<DeviceId, u32>,
     next_version: u64,
     generation: u64,
+    /// What each node reaches, shared by every copy of the state (entries carry the
+    /// slice version they were computed at).
+    reach: Arc<ReachCache>,
+}
+
+/// Per-node pools and devices, by the slice version they were gathered at.
+#[derive(Debug, Default)]
+pub struct ReachCache {
+    map: std::sync::RwLock<rustc_hash::FxHashMap<Arc<str>, (u64, Arc<super::pools::NodeDevices>)>>,
+}
+
+impl ReachCache {
+    /// The node's entry if it was gathered at `version`.
+    pub fn get(&self, node: &str, version: u64) -> Option<Arc<super::pools::NodeDevices>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.get(node).filter(|(v, _)| *v == version).map(|(_, d)| d.clone())
+    }
+
+    /// Stores a node's entry.
+    pub fn put(&self, node: &str, version: u64, devices: Arc<super::pools::NodeDevices>) {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if map.get(node).is_some_and(|(v, _)| *v > version) {
+            return;
+        }
+        map.insert(node.into(), (version, devices));
+    }
 }
 
 impl DraState {
     /// Bumped on every change.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// A number that changes whenever any slice does.
+    pub fn slices_version(&self) -> u64 {
+        self.next_version
+    }
+
+    /// Whether every slice names its node (no selector, all-nodes or per-device slices).
+    pub fn only_node_local(&self) -> bool {
+        self.selecting.is_empty()
+    }
+
+    /// The per-node cache of reachable devices.
+    pub fn reach_cache(&self) -> &ReachCache {
+        &self.reach
     }
 
     /// A claim by `namespace/name`, as assumed if it is.
@@ -243,6 +284,7 @@ impl DraState {
     /// Removes a slice.
     pub fn remove_slice(&mut self, name: &str) -> Option<Arc<Slice>> {
         let old = self.slices.remove(name)?;
+        self.next_version += 1;
         let pool = pool_key(&old.driver, &old.pool);
         if let Some(set) = self.by_pool.get_mut(pool.as_str()) {
             set.remove(name);

@@ -131,6 +131,9 @@ pub struct ClaimState {
     pub allocated: Vec<Option<NodeSelector>>,
     /// The claims Filter allocates, in the pod's order.
     pub to_allocate: Vec<Arc<Claim>>,
+    /// Their checks and compiled selectors (an error fails every node, as upstream's
+    /// allocator does).
+    pub plan: Result<dra::Plan, String>,
 }
 
 impl DynamicResources {
@@ -143,7 +146,12 @@ impl DynamicResources {
         if claims.is_empty() {
             return Ok(None);
         }
-        let mut state = ClaimState { objects: objects.clone(), allocated: Vec::new(), to_allocate: Vec::new() };
+        let mut state = ClaimState {
+            objects: objects.clone(),
+            allocated: Vec::new(),
+            to_allocate: Vec::new(),
+            plan: Err(String::new()),
+        };
         for claim in claims {
             match claim.allocation() {
                 Some(a) => state.allocated.push(a.node_selector.as_ref().map(NodeSelector::parse)),
@@ -153,6 +161,7 @@ impl DynamicResources {
                 }
             }
         }
+        state.plan = dra::plan(&objects.dra, &state.to_allocate, self.features);
         Ok(Some(state))
     }
 
@@ -165,7 +174,8 @@ impl DynamicResources {
         if state.to_allocate.is_empty() {
             return Ok(Vec::new());
         }
-        match dra::allocate(&state.objects.dra, &node.name, &node.labels, &state.to_allocate, self.features) {
+        let plan = state.plan.as_ref().map_err(|e| Status::error(e.clone()))?;
+        match dra::allocate_planned(&state.objects.dra, &node.name, &node.labels, &state.to_allocate, plan) {
             Ok(Outcome::Allocated(a)) => Ok(a),
             Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
             Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
