@@ -106,6 +106,29 @@ pub fn allocate_planned(
     claims: &[Arc<Claim>],
     plan: &Plan,
 ) -> Result<Outcome, String> {
+    search(state, node, labels, claims, plan, true)
+}
+
+/// Whether `claims` can be allocated on `node` ([`Outcome::Allocated`] then holds no
+/// results): Filter's question, answered without building the allocations.
+pub fn fits_planned(
+    state: &DraState,
+    node: &str,
+    labels: &Labels,
+    claims: &[Arc<Claim>],
+    plan: &Plan,
+) -> Result<Outcome, String> {
+    search(state, node, labels, claims, plan, false)
+}
+
+fn search(
+    state: &DraState,
+    node: &str,
+    labels: &Labels,
+    claims: &[Arc<Claim>],
+    plan: &Plan,
+    build: bool,
+) -> Result<Outcome, String> {
     if claims.is_empty() {
         return Ok(Outcome::Allocated(Vec::new()));
     }
@@ -116,7 +139,6 @@ pub fn allocate_planned(
         pools: &reach.pools,
         devices: &reach.devices,
         plan,
-        matches: HashMap::new(),
         taking: HashMap::new(),
         picks: vec![Vec::new(); claims.len()],
         constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
@@ -127,6 +149,9 @@ pub fn allocate_planned(
             return Ok(Outcome::Unschedulable(Some(INVALID_POOLS.into())));
         }
         return Ok(Outcome::Unschedulable(None));
+    }
+    if !build {
+        return Ok(Outcome::Allocated(Vec::new()));
     }
     let mut out = Vec::with_capacity(claims.len());
     for (i, claim) in claims.iter().enumerate() {
@@ -188,8 +213,6 @@ struct Search<'a> {
     pools: &'a [Pool],
     devices: &'a [Reachable],
     plan: &'a Plan,
-    /// Selector results by (claim, request, alternative, device index).
-    matches: HashMap<(usize, usize, usize, usize), bool>,
     /// Devices taken in this search, by the claims (indexes) taking them.
     taking: HashMap<DeviceId, Vec<usize>>,
     picks: Vec<Vec<Pick>>,
@@ -314,12 +337,7 @@ impl Search<'_> {
         if !d.binding_conditions.is_empty() || d.consumes_counters || d.tainted {
             return Ok(false);
         }
-        if let Some(m) = self.matches.get(&(c, r, a, k)) {
-            return Ok(*m);
-        }
-        let m = matches(&self.plan.prepared[c][r][a], &self.devices[k])?;
-        self.matches.insert((c, r, a, k), m);
-        Ok(m)
+        matches(&self.plan.prepared[c][r][a], &self.devices[k])
     }
 
     fn usable(&mut self, c: usize, r: usize, a: usize, k: usize) -> Result<bool, String> {

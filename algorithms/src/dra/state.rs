@@ -14,8 +14,9 @@ use super::objects::{Claim, DeviceClass, Slice};
 type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
 type Key = Arc<str>;
 
-/// A device's identity: driver, pool and device name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A device's identity: driver, pool and device name, with a number standing for the
+/// three (the same for equal names, process-wide) that hashing and comparing use.
+#[derive(Debug, Clone)]
 pub struct DeviceId {
     /// The driver.
     pub driver: Arc<str>,
@@ -23,12 +24,40 @@ pub struct DeviceId {
     pub pool: Arc<str>,
     /// The device.
     pub device: Arc<str>,
+    key: u32,
+}
+
+static DEVICE_KEYS: std::sync::LazyLock<std::sync::RwLock<rustc_hash::FxHashMap<String, u32>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn device_key(driver: &str, pool: &str, device: &str) -> u32 {
+    let text = format!("{driver}\u{0}{pool}\u{0}{device}");
+    if let Some(k) = DEVICE_KEYS.read().unwrap_or_else(|e| e.into_inner()).get(&text) {
+        return *k;
+    }
+    let mut map = DEVICE_KEYS.write().unwrap_or_else(|e| e.into_inner());
+    let next = u32::try_from(map.len()).unwrap_or(u32::MAX);
+    *map.entry(text).or_insert(next)
+}
+
+impl PartialEq for DeviceId {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for DeviceId {}
+
+impl std::hash::Hash for DeviceId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key.hash(state);
+    }
 }
 
 impl DeviceId {
     /// The id from its parts.
     pub fn new(driver: &str, pool: &str, device: &str) -> Self {
-        DeviceId { driver: driver.into(), pool: pool.into(), device: device.into() }
+        DeviceId { driver: driver.into(), pool: pool.into(), device: device.into(), key: device_key(driver, pool, device) }
     }
 }
 

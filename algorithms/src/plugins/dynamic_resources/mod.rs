@@ -171,11 +171,27 @@ impl DynamicResources {
         state: &ClaimState,
         node: &NodeInfo,
     ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
+        self.run(state, node, true)
+    }
+
+    /// The allocator on a node; without `build` only whether it fits (no results).
+    fn run(
+        &self,
+        state: &ClaimState,
+        node: &NodeInfo,
+        build: bool,
+    ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
         if state.to_allocate.is_empty() {
             return Ok(Vec::new());
         }
         let plan = state.plan.as_ref().map_err(|e| Status::error(e.clone()))?;
-        match dra::allocate_planned(&state.objects.dra, &node.name, &node.labels, &state.to_allocate, plan) {
+        let (dra, claims) = (&state.objects.dra, &state.to_allocate);
+        let outcome = if build {
+            dra::allocate_planned(dra, &node.name, &node.labels, claims, plan)
+        } else {
+            dra::fits_planned(dra, &node.name, &node.labels, claims, plan)
+        };
+        match outcome {
             Ok(Outcome::Allocated(a)) => Ok(a),
             Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
             Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
@@ -204,7 +220,7 @@ impl FilterPlugin for DynamicResources {
     fn filter(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo) -> Status {
         let Some(state) = state.get::<ClaimState>() else { return Status::success() };
         let available = Self::available(state, node);
-        if let Err(status) = self.allocate(state, node) {
+        if let Err(status) = self.run(state, node, false) {
             return status;
         }
         if !available {
