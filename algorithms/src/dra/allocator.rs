@@ -6,7 +6,6 @@
 //! trying each set of devices once and backing up across requests and claims when a
 //! later one cannot be met. The first complete solution wins, as in kube-scheduler.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as core;
@@ -15,7 +14,7 @@ use k8s_openapi::api::resource::v1 as api;
 use super::objects::{Attribute, Claim, Mode, NodeScope};
 use super::pools::{Pool, Reachable, node_devices};
 use super::selectors::{Prepared, matches, prepare};
-use super::state::{DeviceId, DraState};
+use super::state::DraState;
 use crate::labels::Labels;
 
 /// The most devices one claim's allocation may hold.
@@ -133,13 +132,17 @@ fn search(
         return Ok(Outcome::Allocated(Vec::new()));
     }
     let reach = node_devices(state, node, labels);
+    if too_few_free(state, &reach.pools, claims) {
+        let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
+        return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
+    }
     let mut search = Search {
         state,
         claims,
         pools: &reach.pools,
         devices: &reach.devices,
         plan,
-        taking: HashMap::new(),
+        taking: Vec::new(),
         picks: vec![Vec::new(); claims.len()],
         constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
         chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
@@ -158,6 +161,33 @@ fn search(
         out.push(result(state, claim, &search.picks[i], &search.chosen[i], node)?);
     }
     Ok(Outcome::Allocated(out))
+}
+
+/// Whether the node certainly has fewer free devices than the claims need at least: a
+/// shortcut taken only when every request consumes a counted number of devices (no
+/// admin access, no `All`, which report pools being updated) and every pool the node
+/// reaches is its own (so that the pool's held devices are the node's).
+fn too_few_free(state: &DraState, pools: &[Pool], claims: &[Arc<Claim>]) -> bool {
+    let mut need = 0usize;
+    for r in claims.iter().flat_map(|c| c.requests.iter()) {
+        if r.alternatives.iter().any(|a| a.admin_access || a.mode == Mode::All) {
+            return false;
+        }
+        need += r
+            .alternatives
+            .iter()
+            .map(|a| match a.mode {
+                Mode::Count(n) => n as usize,
+                Mode::All => 1,
+            })
+            .min()
+            .unwrap_or(0);
+    }
+    if pools.iter().any(|p| !p.exclusive && p.invalid.is_none() && !p.incomplete) {
+        return false;
+    }
+    let free: usize = pools.iter().map(|p| p.size.saturating_sub(state.held_in_pool(p.key) as usize)).sum();
+    free < need
 }
 
 /// The checks kube-scheduler makes before searching.
@@ -213,8 +243,8 @@ struct Search<'a> {
     pools: &'a [Pool],
     devices: &'a [Reachable],
     plan: &'a Plan,
-    /// Devices taken in this search, by the claims (indexes) taking them.
-    taking: HashMap<DeviceId, Vec<usize>>,
+    /// Devices taken in this search (by number), with the claim (index) taking each.
+    taking: Vec<(u32, usize)>,
     picks: Vec<Vec<Pick>>,
     constraints: Vec<Vec<Match>>,
     /// The alternative chosen for each request.
@@ -324,11 +354,11 @@ impl Search<'_> {
     /// Whether device `k` is not held (or, with admin access, not taken by this claim).
     fn free(&self, c: usize, admin: bool, k: usize) -> bool {
         let id = &self.devices[k].device.id;
-        let taking = self.taking.get(id);
+        let key = id.key();
         if admin {
-            return !taking.is_some_and(|t| t.contains(&c));
+            return !self.taking.contains(&(key, c));
         }
-        self.state.holders(id) == 0 && taking.is_none_or(|t| t.is_empty())
+        !self.taking.iter().any(|(d, _)| *d == key) && self.state.holders(id) == 0
     }
 
     /// Whether device `k` can serve alternative `a` at all (not counting who holds it).
@@ -385,7 +415,7 @@ impl Search<'_> {
                 m.count += 1;
             }
         }
-        self.taking.entry(device.device.id.clone()).or_default().push(c);
+        self.taking.push((device.device.id.key(), c));
         self.picks[c].push(Pick {
             name: alt.name.clone(),
             parent: request.name.clone(),
@@ -405,13 +435,9 @@ impl Search<'_> {
                 m.count = m.count.saturating_sub(1);
             }
         }
-        if let Some(t) = self.taking.get_mut(&pick.device.device.id) {
-            if let Some(at) = t.iter().rposition(|x| *x == c) {
-                t.remove(at);
-            }
-            if t.is_empty() {
-                self.taking.remove(&pick.device.device.id);
-            }
+        let key = pick.device.device.id.key();
+        if let Some(at) = self.taking.iter().rposition(|x| *x == (key, c)) {
+            self.taking.remove(at);
         }
         let _ = pick.parent;
     }

@@ -10,7 +10,9 @@ mod selectors;
 mod state;
 mod template;
 
-pub use allocator::{Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, local, plan};
+pub use allocator::{
+    Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, local, plan,
+};
 pub use objects::{
     Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, Device, DeviceClass, FINALIZER, MAX_CONSUMERS,
     Mode, NodeScope, Request, Slice, qualify,

@@ -20,6 +20,12 @@ pub struct Pool {
     pub invalid: Option<String>,
     /// The slices serving the node, sorted by name (empty when incomplete or invalid).
     pub slices: Vec<Arc<Slice>>,
+    /// The number standing for the pool (see [`super::DeviceId::pool_key`]).
+    pub key: u32,
+    /// Every device of the pool is local to this node (its slices all name it).
+    pub exclusive: bool,
+    /// How many devices its slices hold.
+    pub size: usize,
 }
 
 /// A device the node can reach, with the slice it came from.
@@ -86,8 +92,12 @@ pub fn gather(state: &DraState, node: &str, labels: &Labels) -> Vec<Pool> {
             .flat_map(|s| s.devices.iter())
             .find(|d| !seen.insert(d.name.as_str()))
             .map(|d| format!("duplicate device name {}", d.name));
-        let slices = if incomplete || invalid.is_some() { Vec::new() } else { slices.into_iter().cloned().collect() };
-        pools.push(Pool { id, incomplete, invalid, slices });
+        let exclusive = !incomplete && slices.iter().all(|s| s.scope == NodeScope::Node(node.to_string()));
+        let slices: Vec<Arc<Slice>> =
+            if incomplete || invalid.is_some() { Vec::new() } else { slices.into_iter().cloned().collect() };
+        let size = slices.iter().map(|s| s.devices.len()).sum();
+        let key = super::state::pool_key_of(driver, pool);
+        pools.push(Pool { id, incomplete, invalid, slices, key, exclusive, size });
     }
     pools
 }

@@ -25,6 +25,7 @@ pub struct DeviceId {
     /// The device.
     pub device: Arc<str>,
     key: u32,
+    pool_key: u32,
 }
 
 static DEVICE_KEYS: std::sync::LazyLock<std::sync::RwLock<rustc_hash::FxHashMap<String, u32>>> =
@@ -57,8 +58,29 @@ impl std::hash::Hash for DeviceId {
 impl DeviceId {
     /// The id from its parts.
     pub fn new(driver: &str, pool: &str, device: &str) -> Self {
-        DeviceId { driver: driver.into(), pool: pool.into(), device: device.into(), key: device_key(driver, pool, device) }
+        DeviceId {
+            driver: driver.into(),
+            pool: pool.into(),
+            device: device.into(),
+            key: device_key(driver, pool, device),
+            pool_key: pool_key_of(driver, pool),
+        }
     }
+
+    /// The number standing for this device.
+    pub fn key(&self) -> u32 {
+        self.key
+    }
+
+    /// The number standing for its driver and pool.
+    pub fn pool_key(&self) -> u32 {
+        self.pool_key
+    }
+}
+
+/// The number standing for a driver's pool.
+pub(crate) fn pool_key_of(driver: &str, pool: &str) -> u32 {
+    device_key(driver, pool, "")
 }
 
 impl std::fmt::Display for DeviceId {
@@ -95,6 +117,8 @@ pub struct DraState {
     by_pool: HashMap<Key, imbl::OrdSet<Key>>,
     /// How many claims (as assumed) hold each device.
     in_use: HashMap<DeviceId, u32>,
+    /// How many devices of each pool (by its number) are held.
+    pool_held: HashMap<u32, u32>,
     next_version: u64,
     generation: u64,
     /// What each node reaches, shared by every copy of the state (entries carry the
@@ -201,6 +225,11 @@ impl DraState {
         self.in_use.get(id).copied().unwrap_or(0)
     }
 
+    /// How many devices of a pool (by [`DeviceId::pool_key`]) are held.
+    pub fn held_in_pool(&self, pool: u32) -> u32 {
+        self.pool_held.get(&pool).copied().unwrap_or(0)
+    }
+
     /// Whether any device is held.
     pub fn any_held(&self) -> bool {
         !self.in_use.is_empty()
@@ -214,11 +243,23 @@ impl DraState {
     fn hold(&mut self, claim: Option<&Arc<Claim>>, delta: i64) {
         let Some(allocation) = claim.and_then(|c| c.allocation()) else { return };
         for id in held_devices(allocation) {
-            let n = i64::from(self.holders(&id)) + delta;
+            let before = self.holders(&id);
+            let n = i64::from(before) + delta;
+            let pool = id.pool_key();
             if n <= 0 {
                 self.in_use.remove(&id);
             } else {
                 self.in_use.insert(id, u32::try_from(n).unwrap_or(u32::MAX));
+            }
+            // A device counts once in its pool, however many claims hold it.
+            let change = i64::from(n > 0) - i64::from(before > 0);
+            if change != 0 {
+                let held = i64::from(self.held_in_pool(pool)) + change;
+                if held <= 0 {
+                    self.pool_held.remove(&pool);
+                } else {
+                    self.pool_held.insert(pool, u32::try_from(held).unwrap_or(u32::MAX));
+                }
             }
         }
     }

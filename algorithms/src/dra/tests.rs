@@ -586,9 +586,11 @@ fn claims_held_by_allocations_are_counted_once_per_claim() {
     assert_eq!(st.holders(&id), 1);
     st.upsert_claim(held("b"));
     assert_eq!(st.holders(&id), 2);
+    assert_eq!(st.held_in_pool(id.pool_key()), 1, "a device held twice counts once in its pool");
     st.remove_claim("default/a");
     st.remove_claim("default/b");
     assert_eq!(st.holders(&id), 0);
+    assert_eq!(st.held_in_pool(id.pool_key()), 0);
     assert!(!st.any_held());
     // An assumed allocation holds the device until it is restored.
     let free = json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": "1"}, "spec": {}});
