@@ -52,12 +52,12 @@ pub enum Outcome {
 /// One device chosen for one request.
 #[derive(Debug, Clone)]
 struct Pick {
-    /// `request` or `request/subrequest`.
-    name: String,
-    /// The request's own name.
-    parent: String,
-    device: Reachable,
-    admin: bool,
+    /// The request's index in its claim.
+    r: usize,
+    /// The alternative's index in its request.
+    a: usize,
+    /// The device's index in the node's devices.
+    k: usize,
 }
 
 /// A `matchAttribute` constraint while the search runs.
@@ -158,7 +158,7 @@ fn search(
     }
     let mut out = Vec::with_capacity(claims.len());
     for (i, claim) in claims.iter().enumerate() {
-        out.push(result(state, claim, &search.picks[i], &search.chosen[i], node)?);
+        out.push(result(state, claim, &search.picks[i], search.devices, &search.chosen[i], node)?);
     }
     Ok(Outcome::Allocated(out))
 }
@@ -416,12 +416,7 @@ impl Search<'_> {
             }
         }
         self.taking.push((device.device.id.key(), c));
-        self.picks[c].push(Pick {
-            name: alt.name.clone(),
-            parent: request.name.clone(),
-            device: device.clone(),
-            admin: alt.admin_access,
-        });
+        self.picks[c].push(Pick { r, a, k });
         Ok(true)
     }
 
@@ -429,17 +424,17 @@ impl Search<'_> {
     fn untake(&mut self, c: usize) {
         let Some(pick) = self.picks[c].pop() else { return };
         let claim = self.claims[c].clone();
+        let name = &claim.requests[pick.r].alternatives[pick.a].name;
         for (i, constraint) in claim.constraints.iter().enumerate() {
-            if constraint.covers(&pick.name) {
+            if constraint.covers(name) {
                 let m = &mut self.constraints[c][i];
                 m.count = m.count.saturating_sub(1);
             }
         }
-        let key = pick.device.device.id.key();
+        let key = self.devices[pick.k].device.id.key();
         if let Some(at) = self.taking.iter().rposition(|x| *x == (key, c)) {
             self.taking.remove(at);
         }
-        let _ = pick.parent;
     }
 }
 
@@ -448,22 +443,28 @@ fn result(
     state: &DraState,
     claim: &Claim,
     picks: &[Pick],
+    devices: &[Reachable],
     chosen: &[usize],
     node: &str,
 ) -> Result<api::AllocationResult, String> {
     let results = picks
         .iter()
-        .map(|p| api::DeviceRequestAllocationResult {
-            request: p.name.clone(),
-            driver: p.device.device.id.driver.to_string(),
-            pool: p.device.device.id.pool.to_string(),
-            device: p.device.device.name.clone(),
-            admin_access: p.admin.then_some(true),
-            ..Default::default()
+        .map(|p| {
+            let alt = &claim.requests[p.r].alternatives[p.a];
+            let d = &devices[p.k].device;
+            api::DeviceRequestAllocationResult {
+                request: alt.name.clone(),
+                driver: d.id.driver.to_string(),
+                pool: d.id.pool.to_string(),
+                device: d.name.clone(),
+                admin_access: alt.admin_access.then_some(true),
+                ..Default::default()
+            }
         })
         .collect();
+    let reached: Vec<&Reachable> = picks.iter().map(|p| &devices[p.k]).collect();
     let node_selector =
-        node_selector(picks, node).map_err(|e| format!("create NodeSelector for claim {}: {e}", claim.name))?;
+        node_selector(&reached, node).map_err(|e| format!("create NodeSelector for claim {}: {e}", claim.name))?;
     Ok(api::AllocationResult {
         devices: Some(api::DeviceAllocationResult { results: Some(results), config: config(state, claim, chosen) }),
         node_selector,
@@ -534,10 +535,10 @@ fn config(state: &DraState, claim: &Claim, chosen: &[usize]) -> Option<Vec<api::
 
 /// Where the allocation can be used: the node itself when a device is local to it,
 /// otherwise the slices' (or devices') single-term selectors merged; `None` everywhere.
-fn node_selector(picks: &[Pick], node: &str) -> Result<Option<core::NodeSelector>, String> {
+fn node_selector(picks: &[&Reachable], node: &str) -> Result<Option<core::NodeSelector>, String> {
     let mut term = core::NodeSelectorTerm::default();
     for p in picks {
-        let scope = p.device.device.scope.as_ref().unwrap_or(&p.device.slice.scope);
+        let scope = p.device.scope.as_ref().unwrap_or(&p.slice.scope);
         match scope {
             NodeScope::Node(_) => return Ok(Some(local(node))),
             NodeScope::Selector(_, sel) => match sel.node_selector_terms.as_slice() {
