@@ -253,3 +253,27 @@ fn storage_capacity_scoring_is_a_feature_gate() {
         &["unrecognized feature gate: Bogus"],
     );
 }
+
+/// A dump with a driver's ResourceSlice (one GPU on n-a), a DeviceClass, a template and
+/// two pods asking for a GPU each: one gets it (its claim made from the template as the
+/// resourceclaim controller would), the other waits with kube-scheduler's message, and
+/// `explain` names DynamicResources on the node without devices.
+#[test]
+fn simulate_and_explain_read_dra_objects_from_a_dump() {
+    const DRA: &str = "tests/data/dra-cluster.yaml";
+    let r = run_json(&["simulate", "--cluster", DRA, "--output", "json"]);
+    assert_eq!(r["placements"], serde_json::json!({"default/train-0": "n-a"}));
+    assert_eq!(
+        r["resourceClaims"],
+        serde_json::json!({"default/train-0-gpu": {"devices": ["gpu.example.com/n-a/gpu-0"], "reservedFor": ["train-0"]}})
+    );
+    assert_eq!(
+        r["failures"]["default/train-1"],
+        "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, preemption: 0/2 nodes are \
+         available: 2 Preemption is not helpful for scheduling."
+    );
+    let e = run_json(&["explain", "--cluster", DRA, "--pod", "default/train-1", "--output", "json"]);
+    assert_eq!(e["feasibleNodes"], serde_json::json!(["n-a"]));
+    assert_eq!(e["failedNodes"]["n-b"]["plugin"], "DynamicResources");
+    assert_eq!(e["failedNodes"]["n-b"]["reasons"], serde_json::json!(["cannot allocate all claims"]));
+}
