@@ -47,6 +47,8 @@ pub enum Outcome {
     /// The claims cannot all be met on this node; the reason when it is not simply a
     /// lack of devices ([`INVALID_POOLS`]).
     Unschedulable(Option<String>),
+    /// The search ran out of its time ([`Plan::with_timeout`]).
+    TimedOut,
 }
 
 /// One device chosen for one request.
@@ -73,6 +75,16 @@ struct Match {
 pub struct Plan {
     /// Compiled selectors by claim, request and alternative.
     prepared: Vec<Vec<Vec<Prepared>>>,
+    /// How long one node's search may take (`DynamicResourcesArgs.filterTimeout`).
+    timeout: Option<std::time::Duration>,
+}
+
+impl Plan {
+    /// The plan with a time limit for each node's search (none when zero).
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = (!timeout.is_zero()).then_some(timeout);
+        self
+    }
 }
 
 /// Checks `claims` as kube-scheduler does before searching and compiles their selectors.
@@ -82,7 +94,7 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         .iter()
         .map(|c| c.requests.iter().map(|r| r.alternatives.iter().map(|a| prepare(state, c, a)).collect()).collect())
         .collect();
-    Ok(Plan { prepared })
+    Ok(Plan { prepared, timeout: None })
 }
 
 /// Allocates `claims` (none of them allocated) on `node`.
@@ -142,12 +154,19 @@ fn search(
         pools: &reach.pools,
         devices: &reach.devices,
         plan,
+        deadline: plan.timeout.map(|t| std::time::Instant::now() + t),
+        steps: 0,
+        timed_out: false,
         taking: Vec::new(),
         picks: vec![Vec::new(); claims.len()],
         constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
         chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
     };
-    if !search.claim(0)? {
+    let found = search.claim(0)?;
+    if search.timed_out {
+        return Ok(Outcome::TimedOut);
+    }
+    if !found {
         if reach.pools.iter().any(|p| p.invalid.is_some()) {
             return Ok(Outcome::Unschedulable(Some(INVALID_POOLS.into())));
         }
@@ -238,6 +257,9 @@ fn validate(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
 }
 
 struct Search<'a> {
+    deadline: Option<std::time::Instant>,
+    steps: u32,
+    timed_out: bool,
     state: &'a DraState,
     claims: &'a [Arc<Claim>],
     pools: &'a [Pool],
@@ -289,6 +311,9 @@ impl Search<'_> {
             return self.request(c, r + 1);
         }
         for k in from..self.devices.len() {
+            if self.out_of_time() {
+                return Ok(false);
+            }
             if !self.usable(c, r, a, k)? {
                 continue;
             }
@@ -349,6 +374,15 @@ impl Search<'_> {
             self.untake(c);
         }
         Ok(false)
+    }
+
+    /// Whether the search passed its deadline (looked at every 64 steps).
+    fn out_of_time(&mut self) -> bool {
+        self.steps = self.steps.wrapping_add(1);
+        if !self.timed_out && self.steps % 64 == 0 {
+            self.timed_out = self.deadline.is_some_and(|d| std::time::Instant::now() > d);
+        }
+        self.timed_out
     }
 
     /// Whether device `k` is not held (or, with admin access, not taken by this claim).

@@ -110,6 +110,7 @@ fn run_full(case: Case) -> Result<Option<Vec<k8s_openapi::api::resource::v1::All
         Outcome::Allocated(a) => Ok(Some(a)),
         Outcome::Unschedulable(None) => Ok(None),
         Outcome::Unschedulable(Some(reason)) => Err(reason),
+        Outcome::TimedOut => Err("timed out".into()),
     }
 }
 

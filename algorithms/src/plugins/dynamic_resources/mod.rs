@@ -161,7 +161,8 @@ impl DynamicResources {
                 }
             }
         }
-        state.plan = dra::plan(&objects.dra, &state.to_allocate, self.features);
+        state.plan = dra::plan(&objects.dra, &state.to_allocate, self.features)
+            .map(|p| p.with_timeout(self.args.filter_timeout));
         Ok(Some(state))
     }
 
@@ -195,6 +196,7 @@ impl DynamicResources {
             Ok(Outcome::Allocated(a)) => Ok(a),
             Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
             Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
+            Ok(Outcome::TimedOut) => Err(Status::unresolvable(TIMED_OUT)),
             Err(e) => Err(Status::error(e)),
         }
     }

@@ -392,3 +392,28 @@ fn args_read_go_durations() {
     );
     assert!(serde_json::from_value::<DynamicResourcesArgs>(json!({"filterTimeout": "ten"})).is_err());
 }
+
+#[test]
+fn a_search_that_runs_out_of_time_reports_the_timeout() {
+    // 64 devices with distinct NUMA nodes and a claim wanting two on the same one: the
+    // search tries every pair before it gives up.
+    let devices: Vec<Value> =
+        (0..64).map(|i| json!({"name": format!("d-{i}"), "attributes": {"numa": {"int": i}}})).collect();
+    let slice = json!({"metadata": {"name": "worker"}, "spec": {"driver": "some-driver", "nodeName": "worker",
+        "pool": {"name": "worker", "generation": 1, "resourceSliceCount": 1}, "devices": devices}});
+    let mut claim = pending(json!({"name": "req-1", "exactly": {"deviceClassName": "my-resource-class", "count": 2}}));
+    claim["spec"]["devices"]["constraints"] = json!([{"matchAttribute": "some-driver/numa"}]);
+    let snap = build(World { slices: vec![slice], claims: vec![claim], ..Default::default() });
+    let p = pod_info(pod());
+    let hurried = DynamicResources {
+        args: DynamicResourcesArgs { filter_timeout: Duration::from_nanos(1), ..Default::default() },
+        ..Default::default()
+    };
+    let st = filter(&hurried, &p, &snap);
+    assert_eq!((st[0].code, st[0].message()), (Code::UnschedulableAndUnresolvable, TIMED_OUT.to_string()));
+    let unlimited = DynamicResources {
+        args: DynamicResourcesArgs { filter_timeout: Duration::ZERO, ..Default::default() },
+        ..Default::default()
+    };
+    assert_eq!(messages(&filter(&unlimited, &p, &snap)), vec![CANNOT_ALLOCATE]);
+}
