@@ -379,7 +379,7 @@ impl Search<'_> {
     /// Whether the search passed its deadline (looked at every 64 steps).
     fn out_of_time(&mut self) -> bool {
         self.steps = self.steps.wrapping_add(1);
-        if !self.timed_out && self.steps % 64 == 0 {
+        if !self.timed_out && self.steps.is_multiple_of(64) {
             self.timed_out = self.deadline.is_some_and(|d| std::time::Instant::now() > d);
         }
         self.timed_out
