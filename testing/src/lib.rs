@@ -8,6 +8,7 @@ pub mod backlog;
 pub mod bind_watch;
 pub mod certs;
 pub mod check;
+pub mod dra_backlog;
 pub mod control_plane;
 pub mod kube_scheduler;
 pub mod null_binder;

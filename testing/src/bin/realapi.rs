@@ -32,8 +32,10 @@ enum Cmd {
         /// The custom-scheduler binary.
         #[arg(long)]
         scheduler: PathBuf,
-        /// Backlog sizes as NODESxPODS, comma-separated.
-        #[arg(long, default_value = "500x1000,5000x5000")]
+        /// Backlog sizes as NODESxPODS, comma-separated; `dra:NODESxPODS` is the DRA
+        /// backlog (10 devices a node, a claim from a template a pod, with
+        /// kube-controller-manager running).
+        #[arg(long, default_value = "500x1000,5000x5000,dra:500x2500")]
         sizes: String,
         /// Give up on a run after this many seconds.
         #[arg(long, default_value_t = 600)]
@@ -57,6 +59,9 @@ enum Cmd {
         /// Binds in flight at most.
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
+        /// The DRA backlog: write each pod's claim allocation before binding it.
+        #[arg(long)]
+        dra: bool,
     },
 }
 
@@ -83,6 +88,7 @@ impl Who {
 }
 
 struct Row {
+    dra: bool,
     nodes: usize,
     pods: usize,
     who: Who,
@@ -97,10 +103,15 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
-        Cmd::NullBinder { kubeconfig, namespace, concurrency } => rt.block_on(async {
+        Cmd::NullBinder { kubeconfig, namespace, concurrency, dra } => rt.block_on(async {
             let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
             let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-            let n = testing::null_binder::run(kube::Client::try_from(config)?, &namespace, QPS, concurrency).await?;
+            let client = kube::Client::try_from(config)?;
+            let n = if dra {
+                testing::dra_backlog::null_bind(client, &namespace, QPS, concurrency).await?
+            } else {
+                testing::null_binder::run(client, &namespace, QPS, concurrency).await?
+            };
             eprintln!("null binder: {n} pods bound");
             Ok(())
         }),
@@ -122,18 +133,29 @@ async fn compare(
         Assets::from_env()?.context("set KUBE_ASSETS to a folder with etcd, kube-apiserver and kube-scheduler")?;
     let mut rows = Vec::new();
     for size in sizes.split(',') {
+        let (dra, size) = match size.trim().strip_prefix("dra:") {
+            Some(rest) => (true, rest),
+            None => (false, size),
+        };
         let (n, m) = size.split_once('x').context("sizes are NODESxPODS")?;
         let (n, m): (usize, usize) = (n.trim().parse()?, m.trim().parse()?);
         let plane = ControlPlane::start(&assets).await?;
         let client = plane.client().await?;
+        // The resourceclaim controller makes the pods' claims; the garbage collector removes them.
+        let _controllers = if dra { Some(testing::start_controller_manager(&plane, "kube-controller-manager")?) } else { None };
         api::create_namespace(&client, NS).await?;
         let t = Instant::now();
-        api::create_nodes(&client, &backlog::nodes(n), 64).await?;
+        let nodes = backlog::nodes(n);
+        api::create_nodes(&client, &nodes, 64).await?;
+        if dra {
+            let names: Vec<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+            testing::dra_backlog::setup(&client, NS, &names).await?;
+        }
         eprintln!("{n} nodes created in {:.1}s", t.elapsed().as_secs_f64());
         let mut ceiling: Option<Row> = None;
         let runs = [Who::Ours, Who::Kube].into_iter().chain(nulls.iter().map(|&c| Who::Null(c)));
         for who in runs {
-            let row = drain(&plane, &client, &scheduler, who, n, m, timeout).await?;
+            let row = drain(&plane, &client, &scheduler, who, (dra, n, m), timeout).await?;
             if let Some(dir) = &logs {
                 std::fs::create_dir_all(dir)?;
                 let name = match who {
@@ -142,7 +164,9 @@ async fn compare(
                     Who::Null(_) => "null-binder",
                 };
                 let from = plane.dir().join(format!("{name}.log"));
-                let _ = std::fs::copy(&from, dir.join(format!("{n}x{m}-{}.log", who.label().replace([' ', ','], "-"))));
+                let prefix = if dra { "dra-" } else { "" };
+                let label = who.label().replace([' ', ','], "-");
+                let _ = std::fs::copy(&from, dir.join(format!("{prefix}{n}x{m}-{label}.log")));
             }
             eprintln!(
                 "{n} nodes / {m} pods, {}: first bind {:.2}s, last {:.2}s, {:.0} pods/s, {} bound, bad {:?}",
@@ -170,7 +194,7 @@ async fn compare(
     Ok(())
 }
 
-fn start(plane: &ControlPlane, scheduler: &PathBuf, who: Who) -> Result<Process> {
+fn start(plane: &ControlPlane, scheduler: &PathBuf, who: Who, dra: bool) -> Result<Process> {
     let config = json!({
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -193,6 +217,9 @@ fn start(plane: &ControlPlane, scheduler: &PathBuf, who: Who) -> Result<Process>
             let mut cmd = Command::new(std::env::current_exe()?);
             cmd.arg("null-binder").arg("--kubeconfig").arg(plane.kubeconfig()).args(["--namespace", NS]);
             cmd.arg("--concurrency").arg(concurrency.to_string());
+            if dra {
+                cmd.arg("--dra");
+            }
             Process::spawn("null-binder", cmd, &dir.join("null-binder.log"))?
         }
     })
@@ -203,14 +230,20 @@ async fn drain(
     client: &kube::Client,
     scheduler: &PathBuf,
     who: Who,
-    n: usize,
-    m: usize,
+    (dra, n, m): (bool, usize, usize),
     timeout: Duration,
 ) -> Result<Row> {
-    api::create_pods(client, &backlog::pods(m, NS, "custom-scheduler"), 64).await?;
+    if dra {
+        api::create_pods(client, &testing::dra_backlog::pods(m, NS, "custom-scheduler"), 64).await?;
+        if !testing::dra_backlog::wait_claims(client, NS, m, timeout).await? {
+            bail!("the resourceclaim controller did not create {m} claims in {timeout:?}");
+        }
+    } else {
+        api::create_pods(client, &backlog::pods(m, NS, "custom-scheduler"), 64).await?;
+    }
     let watch = BindWatch::start(client, NS).await?;
     let started = Instant::now();
-    let mut process = start(plane, scheduler, who)?;
+    let mut process = start(plane, scheduler, who, dra)?;
     while watch.count() < m && started.elapsed() < timeout {
         if !who.is_null() && process.poll().is_some() {
             bail!("{} exited early:\n{}", who.label(), process.log_tail(20));
@@ -223,10 +256,15 @@ async fn drain(
     let pods = api::pods(client, NS).await?;
     let bad = match who {
         Who::Null(_) => None,
+        _ if dra => Some(
+            testing::check::placement_errors(&api::nodes(client).await?, &pods).len()
+                + testing::dra_backlog::placement_errors(client, NS).await?,
+        ),
         _ => Some(testing::check::placement_errors(&api::nodes(client).await?, &pods).len()),
     };
     let span = last.duration_since(first).as_secs_f64();
     let row = Row {
+        dra,
         nodes: n,
         pods: m,
         who,
@@ -245,6 +283,9 @@ async fn drain(
     while !api::pods(client, NS).await?.is_empty() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    if dra && !testing::dra_backlog::wait_no_claims(client, NS, timeout).await? {
+        bail!("the claims of deleted pods were not removed in {timeout:?}");
+    }
     Ok(row)
 }
 
@@ -254,7 +295,9 @@ fn table(rows: &[Row]) -> String {
          |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
-        let same = |f: fn(Who) -> bool| rows.iter().find(|x| f(x.who) && x.nodes == r.nodes && x.pods == r.pods);
+        let same = |f: fn(Who) -> bool| {
+            rows.iter().find(|x| f(x.who) && x.dra == r.dra && x.nodes == r.nodes && x.pods == r.pods)
+        };
         let speedup = match (r.who, same(|w| w == Who::Kube)) {
             (Who::Ours, Some(k)) if r.last > 0.0 => format!("{:.1}x faster", k.last / r.last),
             _ => String::new(),
@@ -264,7 +307,8 @@ fn table(rows: &[Row]) -> String {
             _ => String::new(),
         };
         out.push_str(&format!(
-            "| {} nodes / {} pods | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} |\n",
+            "| {}{} nodes / {} pods | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} |\n",
+            if r.dra { "DRA: " } else { "" },
             r.nodes,
             r.pods,
             r.who.label(),
