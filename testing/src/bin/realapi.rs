@@ -142,7 +142,8 @@ async fn compare(
         let plane = ControlPlane::start(&assets).await?;
         let client = plane.client().await?;
         // The resourceclaim controller makes the pods' claims; the garbage collector removes them.
-        let _controllers = if dra { Some(testing::start_controller_manager(&plane, "kube-controller-manager")?) } else { None };
+        let _controllers =
+            if dra { Some(testing::start_controller_manager(&plane, "kube-controller-manager")?) } else { None };
         api::create_namespace(&client, NS).await?;
         let t = Instant::now();
         let nodes = backlog::nodes(n);
