@@ -326,6 +326,29 @@ impl DraState {
         self.swap_effective(&key, before);
     }
 
+    /// Frees the claims (by key) whose every consumer is one of `gone` (pod UIDs), as the
+    /// resourceclaim controller deallocates a claim nobody uses any more: each is assumed
+    /// with no allocation and no consumers. Returns how many were freed.
+    pub fn release_consumers<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>, gone: &[&str]) -> usize {
+        let mut freed = 0;
+        for key in keys {
+            let Some(claim) = self.claim(key).cloned() else { continue };
+            let only_gone = claim.reserved_for.iter().all(|c| c.resource == "pods" && gone.contains(&c.uid.as_str()));
+            if claim.allocation().is_none() || claim.reserved_for.is_empty() || !only_gone {
+                continue;
+            }
+            let mut object = (*claim.api).clone();
+            if let Some(status) = object.status.as_mut() {
+                status.allocation = None;
+                status.reserved_for = None;
+            }
+            let released = Claim { reserved_for: Vec::new(), api: Arc::new(object), ..(*claim).clone() };
+            self.assume(Arc::new(released));
+            freed += 1;
+        }
+        freed
+    }
+
     /// Whether a claim is assumed.
     pub fn is_assumed(&self, key: &str) -> bool {
         self.assumed.contains_key(key)

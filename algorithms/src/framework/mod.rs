@@ -29,6 +29,7 @@ pub use run::{
 
 use crate::events::{ClusterEvent, QueueingHint};
 use crate::node_info::NodeInfo;
+use crate::objects::ClusterObjects;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
@@ -115,6 +116,13 @@ pub trait FilterPlugin: Send + Sync {
     /// (kube-scheduler's queueing hint). The default retries on any event.
     fn queueing_hint(&self, _pod: &PodInfo, _event: &ClusterEvent) -> QueueingHint {
         QueueingHint::Queue
+    }
+
+    /// The cluster objects as they would be once `evicted` are gone, for preemption's
+    /// dry run (a plugin whose objects hold what pods use frees it here); `None` when
+    /// evicting them changes nothing this plugin reads.
+    fn after_eviction(&self, _objects: &ClusterObjects, _evicted: &[Arc<PodInfo>]) -> Option<ClusterObjects> {
+        None
     }
 }
 

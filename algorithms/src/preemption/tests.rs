@@ -569,3 +569,50 @@ fn nominated_pods_count_in_spreading_too() {
         crate::framework::evaluate_cached(&profile, &incoming, &snap, &mut rng, EvaluateOptions::default(), &mut cache);
     assert_eq!(cached.feasible, vec![1]);
 }
+
+/// One device on `node1`, held through its claim by `victim` (priority `victim_prio`);
+/// the preemptor asks for a device through its own pending claim.
+fn device_world(victim_prio: i32) -> (Snapshot, PodInfo) {
+    use serde_json::json;
+    let nodes = [node("node1", "4")];
+    let victim = on(pod("victim", victim_prio, "").resource_claim("gpu", "victim-gpu"), "node1");
+    let mut snap = snapshot(&nodes, &[victim]);
+    let mut objects = crate::objects::ClusterObjects::default();
+    let class = json!({"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}});
+    objects.dra.upsert_class(crate::dra::DeviceClass::from_api(&serde_json::from_value(class).unwrap()).unwrap());
+    let slice = json!({"metadata": {"name": "node1"}, "spec": {"driver": "gpu.example.com", "nodeName": "node1",
+        "pool": {"name": "node1", "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
+    objects.dra.upsert_slice(crate::dra::Slice::from_api(&serde_json::from_value(slice).unwrap()).unwrap());
+    let request = json!([{"name": "r", "exactly": {"deviceClassName": "gpu"}}]);
+    let held = json!({"metadata": {"name": "victim-gpu", "namespace": "default", "uid": "c1", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": request}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-0"}]}},
+            "reservedFor": [{"resource": "pods", "name": "victim", "uid": "uid-victim"}]}});
+    let wanted = json!({"metadata": {"name": "p-gpu", "namespace": "default", "uid": "c2", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": request}}});
+    for c in [held, wanted] {
+        objects.dra.upsert_claim(crate::dra::Claim::from_api(&serde_json::from_value(c).unwrap()).unwrap());
+    }
+    snap.objects = Arc::new(objects);
+    let preemptor = PodInfo::from_pod(&pod("p", MID, "").resource_claim("gpu", "p-gpu").build()).unwrap();
+    (snap, preemptor)
+}
+
+#[test]
+fn a_victims_devices_count_as_freed_when_it_is_their_only_consumer() {
+    let profile = default_profile("s");
+    let d = PreemptionArgs::default();
+    // A lower-priority holder: evicting it frees the device, so it is the victim.
+    let (mut snap, p) = device_world(LOW);
+    let ev = evaluate(&profile, &p, &snap, &mut StdRng::seed_from_u64(0), EvaluateOptions::default());
+    assert_eq!(ev.failure_message().unwrap(), "0/1 nodes are available: 1 cannot allocate all claims.");
+    let out = preempt(&profile, &p, &mut snap, &ev, &[], &d, &mut ZeroRng);
+    assert_eq!(chosen(&out, &snap), ("node1".into(), vec!["victim".into()], 0));
+    assert_eq!(snap.objects.dra.holders(&crate::dra::DeviceId::new("gpu.example.com", "node1", "gpu-0")), 1);
+    // A holder of the same priority: the device cannot be freed, as kube-scheduler says it.
+    let (mut snap, p) = device_world(MID);
+    let ev = evaluate(&profile, &p, &snap, &mut StdRng::seed_from_u64(0), EvaluateOptions::default());
+    let out = preempt(&profile, &p, &mut snap, &ev, &[], &d, &mut ZeroRng);
+    assert_eq!(message(&out), "0/1 nodes are available: 1 Preemption is not helpful for scheduling.");
+}

@@ -7,6 +7,7 @@ use crate::budgets::split_by_budgets;
 use crate::framework::run::{Allowed, filter_with_nominated, outside_allowed, pre_filter_all};
 use crate::framework::{Evaluation, PluginState, Profile};
 use crate::node_info::{NodeInfo, next_generation};
+use crate::objects::ClusterObjects;
 use crate::pod_info::PodInfo;
 use crate::preemption::Budget;
 use crate::snapshot::Snapshot;
@@ -79,10 +80,24 @@ pub fn select_victims_with(
     budgets: &[Budget],
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
     let original = snapshot.nodes[i].clone();
+    let objects = snapshot.objects.clone();
     let result = dry_run(judge, pod, snapshot, i, budgets, &original);
     snapshot.replace_node(i, original);
     snapshot.set_pod_flags(i);
+    snapshot.objects = objects;
     result
+}
+
+/// Puts into `snapshot` the cluster objects as every filter of the profile says they
+/// would be with `evicted` gone (devices of claims only they use freed, say).
+fn evict(profile: &Profile, snapshot: &mut Snapshot, base: &Arc<ClusterObjects>, evicted: &[Arc<PodInfo>]) {
+    let mut objects: Option<ClusterObjects> = None;
+    for f in &profile.filters {
+        if let Some(after) = f.after_eviction(objects.as_ref().unwrap_or(base), evicted) {
+            objects = Some(after);
+        }
+    }
+    snapshot.objects = objects.map(Arc::new).unwrap_or_else(|| base.clone());
 }
 
 fn dry_run(
@@ -102,6 +117,11 @@ fn dry_run(
     for p in &potential {
         node.remove_pod(&p.namespace, &p.name);
     }
+    let base = snapshot.objects.clone();
+    let claims = potential.iter().any(|p| !p.resource_claims.is_empty());
+    if claims {
+        evict(judge.profile, snapshot, &base, &potential);
+    }
     put(snapshot, i, node.clone());
     let st = judge.fits(snapshot, i);
     if !st.is_success() {
@@ -112,9 +132,16 @@ fn dry_run(
     let both = !violating.is_empty() && !fine.is_empty();
     let mut victims = Vec::new();
     let mut violations = 0;
+    // Every pod is given back in turn; the ones it could not do without stay evicted.
+    let mut pending: Vec<Arc<PodInfo>> = violating.iter().chain(&fine).cloned().collect();
     for (group, counts) in [(violating, true), (fine, false)] {
         for p in group {
+            pending.retain(|q| !Arc::ptr_eq(q, &p));
             node.add_pod(p.clone());
+            if claims {
+                let gone: Vec<Arc<PodInfo>> = victims.iter().chain(&pending).cloned().collect();
+                evict(judge.profile, snapshot, &base, &gone);
+            }
             put(snapshot, i, node.clone());
             if !judge.fits(snapshot, i).is_success() {
                 node.remove_pod(&p.namespace, &p.name);

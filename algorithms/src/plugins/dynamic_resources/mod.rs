@@ -201,6 +201,19 @@ impl DynamicResources {
         }
     }
 
+    /// Whether the claims would fit on the node once its lower-priority pods were gone
+    /// and the claims only they use deallocated.
+    fn preemption_frees(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> bool {
+        let lower: Vec<Arc<PodInfo>> =
+            node.pods.iter().filter(|p| p.priority < pod.priority && !p.resource_claims.is_empty()).cloned().collect();
+        if lower.is_empty() {
+            return false;
+        }
+        let Some(after) = FilterPlugin::after_eviction(self, &state.objects, &lower) else { return false };
+        let Ok(Some(freed)) = self.resolve(pod, &Arc::new(after)) else { return false };
+        self.run(&freed, node, false).is_ok()
+    }
+
     fn available(state: &ClaimState, node: &NodeInfo) -> bool {
         state.allocated.iter().all(|s| s.as_ref().is_none_or(|s| s.matches(&node.name, &node.labels)))
     }
@@ -219,10 +232,14 @@ impl FilterPlugin for DynamicResources {
         }
     }
 
-    fn filter(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(state) = state.get::<ClaimState>() else { return Status::success() };
         let available = Self::available(state, node);
         if let Err(status) = self.run(state, node, false) {
+            if status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE) && self.preemption_frees(state, pod, node) {
+                // Evicting lower-priority pods would free the devices: preemption may help.
+                return Status::unschedulable(CANNOT_ALLOCATE);
+            }
             return status;
         }
         if !available {
@@ -246,6 +263,24 @@ impl FilterPlugin for DynamicResources {
             },
             _ => QueueingHint::Skip,
         }
+    }
+
+    /// A claim whose only consumers are evicted pods is deallocated once they are gone
+    /// (by the resourceclaim controller), so preemption counts its devices as free.
+    fn after_eviction(&self, objects: &ClusterObjects, evicted: &[Arc<PodInfo>]) -> Option<ClusterObjects> {
+        let keys: Vec<String> = evicted
+            .iter()
+            .flat_map(|p| {
+                p.resource_claims.iter().filter_map(move |c| Some(format!("{}/{}", p.namespace, c.claim.as_ref()?)))
+            })
+            .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        let uids: Vec<String> = evicted.iter().map(|p| pod_uid(p)).collect();
+        let uids: Vec<&str> = uids.iter().map(String::as_str).collect();
+        let mut after = objects.clone();
+        (after.dra.release_consumers(keys.iter().map(String::as_str), &uids) > 0).then_some(after)
     }
 }
 
