@@ -8,7 +8,9 @@ cargo build --release -p custom-scheduler >&2
 bin=target/release/custom-scheduler
 workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
            TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingGpuPacking
-           SchedulingChurn PreemptionBasic SchedulingWithPVC SchedulingWithResourceClaimTemplate)
+           SchedulingChurn PreemptionBasic SchedulingWithPVC SchedulingWithResourceClaimTemplate
+           SteadyStateClusterResourceClaimTemplate/empty SteadyStateClusterResourceClaimTemplate/half
+           SteadyStateClusterResourceClaimTemplate/full)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2

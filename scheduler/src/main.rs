@@ -450,7 +450,12 @@ fn run_workload(
             }),
         }
     });
-    let report = simulate::run_churned(profiles, parsed, init, &sim.options(), churn);
+    let stream = match (churn, scheduler::synthetic::workloads::steady_in_flight(&w.name)) {
+        (Some(c), _) => simulate::Stream::Churn(c),
+        (None, Some(in_flight)) => simulate::Stream::Steady { in_flight },
+        (None, None) => simulate::Stream::Backlog,
+    };
+    let report = simulate::run_streamed(profiles, parsed, init, &sim.options(), stream);
     sim.write_report(&source, &report)?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),

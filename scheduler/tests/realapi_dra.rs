@@ -193,13 +193,13 @@ async fn scenario(client: &Client, scheduler: &str) -> Outcome {
 #[tokio::test]
 async fn claims_are_allocated_as_kube_scheduler_allocates_them() {
     let Some(p) = plane("realapi_dra").await else { return };
-    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager").unwrap();
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
     let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
     let ours = scenario(&p.client, "custom-scheduler").await;
     drop(p);
 
     let Some(p) = plane("realapi_dra").await else { return };
-    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager").unwrap();
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
     let _kube = testing::start_kube_scheduler(
         &p.plane,
         "kube-scheduler",

@@ -77,7 +77,7 @@ fn every_workload_places_the_same_pods_with_and_without_the_cache() {
 /// SchedulingChurn with every churn step due before the first cycle, so the outcome is
 /// deterministic: 40 steps update 40 nodes, delete the initial pods and add 40 pods.
 fn churned(no_cache: bool) -> SimulationReport {
-    use scheduler::simulate::{Churn, ChurnStep, run_churned};
+    use scheduler::simulate::{Churn, ChurnStep, Stream, run_streamed};
     use scheduler::synthetic::workloads::churn_step;
     let (parsed, init) = prepared("SchedulingChurn");
     let init_count = init.len();
@@ -95,7 +95,7 @@ fn churned(no_cache: bool) -> SimulationReport {
         }),
     };
     let opts = SimulateOptions { seed: 3, progress: false, no_equivalence_cache: no_cache, detail: false };
-    run_churned(vec![default_profile("custom-scheduler")], parsed, init, &opts, Some(churn))
+    run_streamed(vec![default_profile("custom-scheduler")], parsed, init, &opts, Stream::Churn(churn))
 }
 
 #[test]
@@ -106,6 +106,35 @@ fn churn_adds_pods_and_changes_no_placement_of_the_cache() {
     assert!(cached.placements.contains_key("sched-perf/churn-39"));
     let plain = churned(true);
     assert_eq!(cached.placements, plain.placements);
+}
+
+/// The full steady-state DRA cluster (120 nodes of 10 devices, all but 10 allocated to
+/// claims without pods): as a backlog only 10 of the 300 pods get a device; as a steady
+/// stream each bound pod is deleted with its claim, so all 300 take turns on those 10.
+#[test]
+fn a_steady_stream_reuses_the_devices_its_deleted_pods_free() {
+    use scheduler::simulate::{Stream, run_streamed};
+    use scheduler::synthetic::workloads::steady_in_flight;
+    let name = "SteadyStateClusterResourceClaimTemplate/full";
+    assert_eq!(steady_in_flight(name), Some(10));
+    let opts = SimulateOptions { seed: 1, progress: false, no_equivalence_cache: false, detail: false };
+    let run = |stream| {
+        let (parsed, init) = prepared(name);
+        run_streamed(vec![default_profile("custom-scheduler")], parsed, init, &opts, stream)
+    };
+    let backlog = run(Stream::Backlog);
+    assert_eq!((backlog.scheduled, backlog.unschedulable), (10, 290));
+    let msg = backlog.failures.values().next().unwrap();
+    assert_eq!(
+        msg,
+        "0/120 nodes are available: 120 cannot allocate all claims. still not schedulable, \
+         preemption: 0/120 nodes are available: 120 Preemption is not helpful for scheduling."
+    );
+    let steady = run(Stream::Steady { in_flight: 10 });
+    assert_eq!((steady.scheduled, steady.unschedulable, steady.never_created), (300, 0, 0));
+    // Only the nodes that had a free device at the start are ever used.
+    let free: std::collections::BTreeSet<&String> = backlog.placements.values().collect();
+    assert!(steady.placements.values().all(|n| free.contains(n)), "{free:?}");
 }
 
 #[test]

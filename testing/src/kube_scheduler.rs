@@ -51,8 +51,9 @@ pub fn start_kube_scheduler_with(
 
 /// Starts kube-controller-manager with every default controller (the resourceclaim
 /// controller, the garbage collector, the PV binder and the rest) against the control
-/// plane, one instance without leader election.
-pub fn start_controller_manager(plane: &ControlPlane, name: &str) -> Result<Process, HarnessError> {
+/// plane, one instance without leader election; `flags` are passed on (e.g. a higher
+/// `--kube-api-qps` so that a benchmark's setup does not wait on the client's rate limit).
+pub fn start_controller_manager(plane: &ControlPlane, name: &str, flags: &[&str]) -> Result<Process, HarnessError> {
     let dir = plane.dir();
     let flex = dir.join(format!("{name}-flexvolume"));
     std::fs::create_dir_all(&flex).map_err(|e| HarnessError::Io(format!("failed to create {}", flex.display()), e))?;
@@ -61,6 +62,7 @@ pub fn start_controller_manager(plane: &ControlPlane, name: &str) -> Result<Proc
         .arg("--leader-elect=false")
         .arg("--bind-address=127.0.0.1")
         .arg(format!("--secure-port={}", free_port()?))
-        .arg(format!("--flex-volume-plugin-dir={}", flex.display()));
+        .arg(format!("--flex-volume-plugin-dir={}", flex.display()))
+        .args(flags);
     Process::spawn(name, cmd, &dir.join(format!("{name}.log")))
 }

@@ -79,3 +79,31 @@ pub fn world<'a>(
     }
     st
 }
+
+/// Adds `count` standalone claims in `namespace` (`claim-N`, one device each), already
+/// allocated without a pod as scheduler_perf's `allocResourceClaims` does: each on a
+/// scattered node that still has a free device, so that the cluster starts partly used.
+pub fn allocate_standalone(st: &mut DraState, nodes: usize, devices: usize, namespace: &str, count: usize) {
+    let nodes = nodes.max(1);
+    let mut used = vec![0usize; nodes];
+    for i in 0..count.min(nodes * devices) {
+        // A multiplicative hash scatters the start; the walk finds the next node with room.
+        let start = i.wrapping_mul(2_654_435_761) % nodes;
+        let Some(node) = (0..nodes).map(|k| (start + k) % nodes).find(|&n| used[n] < devices) else { break };
+        let device = format!("instance-{}", used[node]);
+        used[node] += 1;
+        let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("claim-{i}"), "namespace": namespace, "uid": format!("uid-claim-{i}"),
+                "resourceVersion": "1"},
+            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": CLASS}}]}},
+            "status": {"allocation": {
+                "devices": {"results": [{"request": "req-0", "driver": DRIVER, "pool": format!("node-{node}"),
+                    "device": device}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [format!("node-{node}")]}]}]}}}});
+        let claim: Option<api::ResourceClaim> = serde_json::from_value(v).ok();
+        if let Some(c) = claim.and_then(|c| dra::Claim::from_api(&c).ok()) {
+            st.upsert_claim(c);
+        }
+    }
+}

@@ -53,7 +53,33 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SchedulingWithPVC", 5000, 1000, 5000),
     ("PreemptionBasic", 5000, 20000, 1000),
     ("SchedulingWithResourceClaimTemplate", 500, 2500, 2500),
+    ("SteadyStateClusterResourceClaimTemplate/empty", 500, 0, 5000),
+    ("SteadyStateClusterResourceClaimTemplate/half", 500, 0, 5000),
+    ("SteadyStateClusterResourceClaimTemplate/full", 500, 0, 5000),
 ];
+
+/// Measured pods pending at a time in the steady-state workloads (scheduler_perf's
+/// `steadyState` createPods with count 10).
+pub const STEADY_IN_FLIGHT: usize = 10;
+
+/// How many measured pods `name` keeps pending at a time, each deleted once bound and
+/// replaced by the next (`None`: all measured pods arrive at once).
+pub fn steady_in_flight(name: &str) -> Option<usize> {
+    steady_used(name, 1).map(|_| STEADY_IN_FLIGHT)
+}
+
+/// Devices already allocated (to claims without pods) when a steady-state DRA workload
+/// of `nodes` nodes starts: none, half, or all but ten.
+fn steady_used(name: &str, nodes: usize) -> Option<usize> {
+    let variant = name.strip_prefix("SteadyStateClusterResourceClaimTemplate/")?;
+    let devices = nodes * DRA_DEVICES_PER_NODE;
+    match variant {
+        "empty" => Some(0),
+        "half" => Some(devices / 2),
+        "full" => Some(devices.saturating_sub(STEADY_IN_FLIGHT)),
+        _ => None,
+    }
+}
 
 /// Devices the test driver publishes on each node of the DRA workloads.
 pub const DRA_DEVICES_PER_NODE: usize = 10;
@@ -157,6 +183,7 @@ pub fn generate(
         return Some(w);
     }
     let gpu = canonical == "SchedulingGpu";
+    let claims = canonical == "SchedulingWithResourceClaimTemplate" || steady_used(canonical, n).is_some();
     let packing = canonical == "SchedulingGpuPacking";
     w.cluster.nodes = (0..n)
         .map(|i| {
@@ -193,7 +220,7 @@ pub fn generate(
                 p.req_list(&[(GPU, "8")]).toleration(GPU, "Exists", "", "NoSchedule")
             }
             // Each pod asks for one device through a claim made from the template.
-            "SchedulingWithResourceClaimTemplate" => {
+            _ if claims => {
                 let name = format!("{prefix}-{i}");
                 p.claim_template(super::dra::POD_CLAIM, super::dra::TEMPLATE, Some(&super::dra::claim_name(&name)))
             }
@@ -210,7 +237,7 @@ pub fn generate(
     if canonical == "SchedulingWithPVC" {
         w.volumes = pvc_world(n, init, m);
     }
-    if canonical == "SchedulingWithResourceClaimTemplate" {
+    if claims {
         let names: Vec<(String, String)> = (0..init)
             .map(|i| format!("init-{i}"))
             .chain((0..m).map(|i| format!("pod-{i}")))
@@ -218,6 +245,8 @@ pub fn generate(
             .collect();
         let pods = names.iter().map(|(uid, n)| (n.as_str(), uid.as_str()));
         w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, "sched-perf", pods);
+        let used = steady_used(canonical, n).unwrap_or(0);
+        super::dra::allocate_standalone(&mut w.dra, n, DRA_DEVICES_PER_NODE, "init", used);
     }
     for i in 0..init {
         on_init(with_created(make("init", i), i));

@@ -14,6 +14,9 @@ use crate::binding::{self, BindRequest, Finished};
 use crate::cluster::ParsedCluster;
 use crate::engine::{Cycler, Engine, Nomination, Outcome, Preempted};
 
+mod steady;
+use steady::Steady;
+
 /// Options of a simulation run.
 #[derive(Debug, Clone, Default)]
 pub struct SimulateOptions {
@@ -71,6 +74,10 @@ pub struct SimulationReport {
     /// Churn steps applied while the measured pods were scheduled.
     #[serde(skip_serializing_if = "is_zero")]
     pub churn_steps: usize,
+    /// Measured pods of a steady stream never created: the pods in flight stayed
+    /// unschedulable, so none left to make room.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub never_created: usize,
     /// Claims the scheduled pods bound (`namespace/name`) to their volumes: static ones,
     /// or volumes provisioned in memory on the pod's node.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -146,6 +153,22 @@ pub struct Churn {
     pub per_second: f64,
     /// Builds step `k`; `None` ends the churn.
     pub step: Box<dyn FnMut(usize) -> Option<ChurnStep> + Send>,
+}
+
+/// How the measured pods arrive.
+#[derive(Default)]
+pub enum Stream {
+    /// All at once, as one backlog.
+    #[default]
+    Backlog,
+    /// All at once, while the cluster churns.
+    Churn(Churn),
+    /// scheduler_perf's steady state: `in_flight` pending at a time, each deleted once
+    /// bound (with the claims it owns) and replaced by the next.
+    Steady {
+        /// Pods pending at a time.
+        in_flight: usize,
+    },
 }
 
 /// A churn in progress.
@@ -263,6 +286,7 @@ fn drain(
     clock: &mut Instant,
     bar: Option<&ProgressBar>,
     mut churn: Option<&mut ChurnRun>,
+    mut steady: Option<&mut Steady>,
 ) -> Drained {
     let mut out = Drained::default();
     loop {
@@ -280,7 +304,12 @@ fn drain(
             }
         };
         for cycle in cycles {
-            record(engine, api, cycle, *clock, bar, &mut out);
+            let pod = cycle.queued.pod.clone();
+            if record(engine, api, cycle, *clock, bar, &mut out)
+                && let Some(s) = steady.as_deref_mut()
+            {
+                s.bound(engine, &pod, *clock);
+            }
         }
     }
     out.claims.extend(api.take_claims());
@@ -288,7 +317,7 @@ fn drain(
 }
 
 /// Takes in what one cycle decided: a placement (bound through the binding cycle), a
-/// preemption or a failure.
+/// preemption or a failure. Returns whether the pod was bound.
 fn record(
     engine: &mut Engine,
     api: &MemoryApi,
@@ -296,7 +325,7 @@ fn record(
     clock: Instant,
     bar: Option<&ProgressBar>,
     out: &mut Drained,
-) {
+) -> bool {
     out.latencies.push(cycle.duration);
     let key = cycle.queued.pod.key();
     let failure = match cycle.outcome {
@@ -337,14 +366,14 @@ fn record(
         }
         Outcome::Error { message } => Some(message),
     };
-    if let Some(message) = failure {
-        if cycle.queued.attempts == 1
-            && let Some(b) = bar
-        {
-            b.inc(1);
-        }
-        out.failures.insert(key, message);
+    let Some(message) = failure else { return out.placements.contains_key(&key) };
+    if cycle.queued.attempts == 1
+        && let Some(b) = bar
+    {
+        b.inc(1);
     }
+    out.failures.insert(key, message);
+    false
 }
 
 /// Deletes the victims of a preemption from the in-memory cluster, as the API server
@@ -370,16 +399,16 @@ pub fn run_phased(
     init: Vec<PodInfo>,
     opts: &SimulateOptions,
 ) -> SimulationReport {
-    run_churned(profiles, cluster, init, opts, None)
+    run_streamed(profiles, cluster, init, opts, Stream::Backlog)
 }
 
-/// Like [`run_phased`], applying `churn` while the measured pods are scheduled.
-pub fn run_churned(
+/// Like [`run_phased`], with the measured pods arriving as `stream` says.
+pub fn run_streamed(
     profiles: Vec<Profile>,
     cluster: ParsedCluster,
     init: Vec<PodInfo>,
     opts: &SimulateOptions,
-    churn: Option<Churn>,
+    stream: Stream,
 ) -> SimulationReport {
     algorithms::status::set_details_enabled(false);
     let mut engine = Engine::new(profiles);
@@ -393,7 +422,7 @@ pub fn run_churned(
         }
     }
     let api = MemoryApi::default();
-    on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, None, None));
+    on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, None, None, None));
     for key in engine.queue.unschedulable_keys() {
         // Initial pods that fit nowhere stay out of the measured phase.
         engine.queue.delete(&key);
@@ -408,12 +437,18 @@ pub fn run_churned(
         let resources = crate::detail::resources(snap.nodes.iter().map(|n| &**n));
         before = Some((crate::detail::requested(&snap, &resources), resources));
     }
-    for pod in pending {
-        let pod = Arc::new(pod);
-        if opts.detail {
-            pods_by_key.insert(pod.key(), pod.clone());
+    if opts.detail {
+        pods_by_key.extend(pending.iter().map(|p| (p.key(), Arc::new(p.clone()))));
+    }
+    let (churn, mut steady, backlog_pods) = match stream {
+        Stream::Backlog => (None, None, pending),
+        Stream::Churn(c) => (Some(c), None, pending),
+        Stream::Steady { in_flight } => {
+            (None, Some(Steady::start(&mut engine, pending, in_flight.max(1), clock)), Vec::new())
         }
-        engine.enqueue(pod, clock);
+    };
+    for pod in backlog_pods {
+        engine.enqueue(Arc::new(pod), clock);
     }
     let bar = if opts.progress && total > 0 {
         let bar = ProgressBar::new(total);
@@ -427,7 +462,8 @@ pub fn run_churned(
     let started = Instant::now();
     let backlog = total as usize;
     let mut churn = churn.map(|churn| ChurnRun { churn, started, done: 0, backlog, ended: false });
-    let mut d = on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, bar.as_ref(), churn.as_mut()));
+    let mut d =
+        on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, bar.as_ref(), churn.as_mut(), steady.as_mut()));
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -451,6 +487,7 @@ pub fn run_churned(
     };
     report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
     report.churn_steps = churn.map_or(0, |c| c.done);
+    report.never_created = steady.map_or(0, |s| s.remaining());
     if let Some((before, resources)) = before {
         let mut snap = algorithms::Snapshot::default();
         engine.cache.update_snapshot(&mut snap);
@@ -498,6 +535,13 @@ pub fn render(report: &SimulationReport) -> String {
             s,
             "Churn: {} steps (a node updated, a pod deleted, a pod created) while scheduling.",
             report.churn_steps
+        );
+    }
+    if report.never_created > 0 {
+        let _ = writeln!(
+            s,
+            "Steady stream stalled: {} pods never created (the pods in flight could not be placed).",
+            report.never_created
         );
     }
     if let Some(m) = report.peak_memory_mib {
