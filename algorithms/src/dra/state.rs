@@ -11,6 +11,11 @@ use k8s_openapi::api::resource::v1 as api;
 
 use super::objects::{Claim, DeviceClass, Slice};
 
+/// A resource version as the number kube-apiserver makes it (0 when it is not one).
+fn resource_version(rv: &str) -> u64 {
+    rv.parse().unwrap_or(0)
+}
+
 type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
 type Key = Arc<str>;
 
@@ -104,8 +109,10 @@ pub fn held_devices(allocation: &api::AllocationResult) -> impl Iterator<Item = 
 #[derive(Debug, Clone, Default)]
 pub struct DraState {
     claims: HashMap<Key, Arc<Claim>>,
-    /// Claims as Reserve assumed them, with the resource version they were assumed over.
-    assumed: HashMap<Key, (Arc<Claim>, String)>,
+    /// Claims as Reserve assumed them, with the resource version the API server gave the
+    /// write (`None` while it is in flight): the assumption holds until the watch shows
+    /// that version or a newer one.
+    assumed: HashMap<Key, (Arc<Claim>, Option<u64>)>,
     slices: HashMap<Key, Arc<Slice>>,
     classes: HashMap<Key, Arc<DeviceClass>>,
     templates: HashMap<Key, Arc<api::ResourceClaimTemplate>>,
@@ -272,11 +279,14 @@ impl DraState {
         self.generation += 1;
     }
 
-    /// Adds or replaces a claim from the API; an assumption over an older version goes.
+    /// Adds or replaces a claim from the API. An assumption goes once the claim reaches
+    /// the version its write produced; versions before it (the finalizer written first,
+    /// or a watch running late) leave it in place, so the devices stay taken meanwhile.
     pub fn upsert_claim(&mut self, claim: Claim) -> Option<Arc<Claim>> {
         let key: Key = claim.key().into();
         let before = self.claim(&key).cloned();
-        if self.assumed.get(&key).is_some_and(|(_, base)| *base != claim.resource_version) {
+        let version = resource_version(&claim.resource_version);
+        if self.assumed.get(&key).is_some_and(|(_, written)| written.is_some_and(|w| version >= w)) {
             self.assumed.remove(&key);
         }
         let old = self.claims.insert(key.clone(), Arc::new(claim));
@@ -293,31 +303,44 @@ impl DraState {
         old
     }
 
-    /// Assumes a claim's new form (an allocation, a consumer added) until the API server
-    /// reports a version newer than the one it was assumed over.
+    /// Assumes a claim's new form (an allocation, a consumer added) while its write is in
+    /// flight; [`DraState::written`] or [`DraState::restore`] ends that.
     pub fn assume(&mut self, claim: Arc<Claim>) {
         let key: Key = claim.key().into();
         let before = self.claim(&key).cloned();
-        let base = match self.assumed.get(&key) {
-            Some((_, base)) => base.clone(),
-            None => self.claims.get(&key).map(|c| c.resource_version.clone()).unwrap_or_default(),
-        };
-        self.assumed.insert(key.clone(), (claim, base));
+        self.assumed.insert(key.clone(), (claim, None));
         self.swap_effective(&key, before);
+    }
+
+    /// The API server stored the assumed claim `assumed` at `version`: the assumption
+    /// holds until the watch shows that version (at once, if it already has).
+    pub fn written(&mut self, assumed: &Arc<Claim>, version: u64) {
+        let key = assumed.key();
+        let Some((current, written)) = self.assumed.get_mut(key.as_str()) else { return };
+        if !Arc::ptr_eq(current, assumed) {
+            return;
+        }
+        *written = Some(version);
+        let seen = self.claims.get(key.as_str()).is_some_and(|c| resource_version(&c.resource_version) >= version);
+        if seen {
+            let before = self.claim(&key).cloned();
+            self.assumed.remove(key.as_str());
+            self.swap_effective(&key, before);
+        }
     }
 
     /// Drops an assumption, if it is still the one given (a newer one is left alone),
     /// going back to the one it replaced, if any.
     pub fn restore(&mut self, assumed: &Arc<Claim>, previous: Option<Arc<Claim>>) {
         let key = assumed.key();
-        let Some((current, base)) = self.assumed.get(key.as_str()).cloned() else { return };
+        let Some((current, written)) = self.assumed.get(key.as_str()).cloned() else { return };
         if !Arc::ptr_eq(&current, assumed) {
             return;
         }
         let before = self.claim(&key).cloned();
         match previous {
             Some(p) => {
-                self.assumed.insert(key.as_str().into(), (p, base));
+                self.assumed.insert(key.as_str().into(), (p, written));
             }
             None => {
                 self.assumed.remove(key.as_str());

@@ -602,3 +602,47 @@ fn claims_held_by_allocations_are_counted_once_per_claim() {
     st.restore(&assumed, None);
     assert_eq!(st.holders(&id), 0);
 }
+
+/// The write path of an allocation: the finalizer is written first (a version without the
+/// allocation reaches the watch), then the allocation. The device stays taken throughout,
+/// and the assumption goes only once the watch shows the version the write returned.
+#[test]
+fn an_assumed_allocation_outlives_the_versions_written_before_it() {
+    let version = |rv: &str, allocated: bool| {
+        let mut c = json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": rv}, "spec": {}});
+        if allocated {
+            c["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "r", "driver": "d", "pool": "p", "device": "x"}]}}});
+        }
+        Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("parse")
+    };
+    let id = DeviceId::new("d", "p", "x");
+    let mut st = DraState::default();
+    st.upsert_claim(version("10", false));
+    let assumed = Arc::new(version("10", true));
+    st.assume(assumed.clone());
+    // The finalizer's version, then a late copy of the first one: still assumed.
+    st.upsert_claim(version("11", false));
+    st.upsert_claim(version("10", false));
+    assert!(st.is_assumed("default/c"));
+    assert_eq!(st.holders(&id), 1);
+    // The allocation was stored at 12; the watch has not shown it yet.
+    st.written(&assumed, 12);
+    assert!(st.is_assumed("default/c"));
+    st.upsert_claim(version("12", true));
+    assert!(!st.is_assumed("default/c"));
+    assert_eq!(st.holders(&id), 1);
+    // The watch ran ahead of the write's answer: the assumption goes at once.
+    let mut st = DraState::default();
+    st.upsert_claim(version("20", false));
+    let assumed = Arc::new(version("20", true));
+    st.assume(assumed.clone());
+    st.upsert_claim(version("22", true));
+    assert!(st.is_assumed("default/c"), "in flight: kept whatever the watch says");
+    st.written(&assumed, 22);
+    assert!(!st.is_assumed("default/c"));
+    assert_eq!(st.holders(&id), 1);
+    // Deallocated later (its pod gone): the device is free again.
+    st.upsert_claim(version("30", false));
+    assert_eq!(st.holders(&id), 0);
+}

@@ -110,6 +110,11 @@ pub trait PreBindPlugin: Send + Sync {
     /// versions the writes returned, in the order [`PreBindPlugin::pre_bind`] gave them.
     fn check(&self, objects: &ClusterObjects, reserved: &Reserved, node: &NodeInfo, versions: &[u64]) -> Progress;
 
+    /// The API server accepted every write [`PreBindPlugin::pre_bind`] gave, returning
+    /// `versions` in their order: a plugin that assumed the written objects learns the
+    /// versions that end its assumptions. Nothing by default.
+    fn written(&self, _objects: &mut ClusterObjects, _reserved: &Reserved, _versions: &[u64]) {}
+
     /// How long [`PreBindPlugin::check`] may say [`Progress::Waiting`].
     fn timeout(&self) -> Duration;
 

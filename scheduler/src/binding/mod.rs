@@ -262,6 +262,9 @@ async fn run_pre_bind<H: Host>(
             host.throttle().await;
             versions.push(host.api().write(w).await.map_err(failed)?);
         }
+        if !versions.is_empty() {
+            host.with_engine(|e| plugin.written(e.cache.objects_mut(), &reserved, &versions));
+        }
         let deadline = Instant::now() + plugin.timeout();
         loop {
             let progress = host.with_engine(|e| {

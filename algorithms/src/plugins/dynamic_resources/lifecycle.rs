@@ -120,6 +120,14 @@ impl PreBindPlugin for DynamicResources {
         Progress::Done
     }
 
+    /// Each written claim stays assumed until the watch shows the version its write made.
+    fn written(&self, objects: &mut ClusterObjects, reserved: &Reserved, versions: &[u64]) {
+        let Some(r) = reserved.downcast_ref::<Reservation>() else { return };
+        for (w, version) in r.writes.iter().zip(versions) {
+            objects.dra.written(&w.claim, *version);
+        }
+    }
+
     fn timeout(&self) -> Duration {
         self.args.binding_timeout
     }
