@@ -53,7 +53,7 @@ enum Command {
         #[arg(long)]
         leader_elect: Option<bool>,
         /// Binding requests in flight at most.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 256)]
         bind_concurrency: usize,
         /// This replica's identity (default: the pod or host name).
         #[arg(long)]

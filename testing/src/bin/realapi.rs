@@ -142,8 +142,9 @@ async fn compare(
         let plane = ControlPlane::start(&assets).await?;
         let client = plane.client().await?;
         // The resourceclaim controller makes the pods' claims; the garbage collector removes
-        // them. Its client may write fast: claim creation is setup, not measured.
-        let qps = ["--kube-api-qps=1000", "--kube-api-burst=2000"];
+        // them. Its client may write fast: claim creation is setup, not measured. Without
+        // kubelets the node-lifecycle controller would taint every node unreachable 50 s in.
+        let qps = ["--kube-api-qps=1000", "--kube-api-burst=2000", "--controllers=*,-node-lifecycle-controller"];
         let _controllers =
             if dra { Some(testing::start_controller_manager(&plane, "kube-controller-manager", &qps)?) } else { None };
         api::create_namespace(&client, NS).await?;
