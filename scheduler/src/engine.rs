@@ -61,6 +61,9 @@ pub enum Nomination {
     Preempted(Preempted),
     /// Cleared: preemption found no candidate for a pod that had a nomination.
     Cleared,
+    /// Left as it is; a PostFilter plugin asked for these writes, which may make room
+    /// (DynamicResources deallocating a claim): the caller makes them.
+    Released(Vec<algorithms::framework::ApiWrite>),
 }
 
 /// Victims chosen for a pod that fits nowhere: the caller evicts them; the pod is
@@ -479,9 +482,16 @@ fn after_preemption(
         }
         Some(p) => {
             let message = post_filter_failure_message(ev, &p).unwrap_or(first);
-            let clear = matches!(p, PostFilterResult::Unschedulable { clear: true, .. });
+            let clear = matches!(
+                p,
+                PostFilterResult::Unschedulable { clear: true, .. } | PostFilterResult::Released { clear: true, .. }
+            );
             let had = clear && (engine.cache.nominator.remove(&key).is_some() || pod.nominated_node.is_some());
-            (message, if had { Nomination::Cleared } else { Nomination::Unchanged })
+            match p {
+                // The writes come first: the nomination is cleared in the cache only.
+                PostFilterResult::Released { writes, .. } => (message, Nomination::Released(writes)),
+                _ => (message, if had { Nomination::Cleared } else { Nomination::Unchanged }),
+            }
         }
     }
 }

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use algorithms::builders::{NodeBuilder, PodBuilder};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use realapi::{Ours, plane, pod_scheduled};
 use serde_json::json;
 use testing::api::{self, node_of, wait_for};
@@ -119,6 +120,11 @@ struct Outcome {
     shared_together: bool,
     /// The request a `firstAvailable` claim was allocated for.
     first_available: String,
+    /// The first FailedScheduling message of a pod whose claim was allocated on a node
+    /// that is gone.
+    stale_message: String,
+    /// Whether that pod was then bound with its claim allocated anew on its node.
+    stale_reallocated: bool,
 }
 
 async fn scenario(client: &Client, scheduler: &str) -> Outcome {
@@ -187,7 +193,51 @@ async fn scenario(client: &Client, scheduler: &str) -> Outcome {
     let mine = all.iter().find(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("f-0-"))).unwrap();
     let (devices, _) = allocation(mine).unwrap();
     let first_available = devices[0].splitn(3, '/').nth(2).unwrap().to_string();
-    Outcome { nodes, message, after_free, shared_together, first_available }
+    let (stale_message, stale_reallocated) = stale_claim(client, scheduler).await;
+    Outcome { nodes, message, after_free, shared_together, first_available, stale_message, stale_reallocated }
+}
+
+/// A claim allocated on a node that is gone and used by nobody: PostFilter deallocates
+/// it, and the next attempt allocates it on the node with the one device left.
+async fn stale_claim(client: &Client, scheduler: &str) -> (String, bool) {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    create(
+        claims.clone(),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "stale", "finalizers": ["resource.kubernetes.io/delete-protection"]},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    )
+    .await;
+    let status = json!({"status": {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n-gone", "device": "gpu-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n-gone"]}]}]}}}});
+    claims.patch_status("stale", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    api::create_pod(client, &pod("d-0", scheduler).resource_claim("gpu", "stale").build()).await.unwrap();
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let message = wait_for("d-0's FailedScheduling event", Duration::from_secs(30), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let mut failed: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|e| {
+                let about = e.regarding.as_ref().and_then(|r| r.name.as_deref());
+                e.reason.as_deref() == Some("FailedScheduling") && about == Some("d-0")
+            })
+            .collect();
+        failed.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+        failed.first()?.note.clone()
+    })
+    .await;
+    let node = wait_for("d-0 to be bound", Duration::from_secs(60), || async {
+        node_of(&pod_named(client, "d-0").await).map(String::from)
+    })
+    .await;
+    let claim = claims.get("stale").await.unwrap();
+    let on_node = allocation(&claim).is_some_and(|(devices, consumers)| {
+        devices.len() == 1 && devices[0].starts_with(&format!("{node}/")) && consumers == vec!["d-0".to_string()]
+    });
+    (message, on_node)
 }
 
 #[tokio::test]
@@ -216,5 +266,11 @@ async fn claims_are_allocated_as_kube_scheduler_allocates_them() {
     assert_eq!(ours.after_free, "n-b");
     assert!(ours.shared_together);
     assert_eq!(ours.first_available, "gpu/big");
+    assert_eq!(
+        ours.stale_message,
+        "0/3 nodes are available: 3 resourceclaim not available on the node. deallocation of ResourceClaim completed, \
+         preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+    assert!(ours.stale_reallocated);
     assert_eq!(ours, kube, "ours against kube-scheduler v1.36.2");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rand::RngCore;
 
-use super::{Evaluation, Profile};
+use super::{ApiWrite, Evaluation, Profile};
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 
@@ -38,6 +38,17 @@ pub enum PostFilterResult {
     /// A plugin stopped the chain (an error, or a rejection no later plugin can undo);
     /// its message alone is reported.
     Stopped(String),
+    /// No room was made yet, but the plugin asks for writes that may make some
+    /// (DynamicResources deallocating a claim): like [`PostFilterResult::Unschedulable`],
+    /// with the writes the caller makes through the API server.
+    Released {
+        /// The reasons.
+        message: String,
+        /// Whether the nomination is cleared.
+        clear: bool,
+        /// The writes.
+        writes: Vec<ApiWrite>,
+    },
 }
 
 impl PostFilterResult {
@@ -46,9 +57,9 @@ impl PostFilterResult {
     pub fn message(&self) -> Option<String> {
         match self {
             PostFilterResult::Nominate(_) => None,
-            PostFilterResult::Unschedulable { message, .. } | PostFilterResult::Stopped(message) => {
-                Some(message.clone())
-            }
+            PostFilterResult::Unschedulable { message, .. }
+            | PostFilterResult::Released { message, .. }
+            | PostFilterResult::Stopped(message) => Some(message.clone()),
         }
     }
 }
@@ -81,16 +92,31 @@ pub fn run_post_filters(
 ) -> Option<PostFilterResult> {
     let mut reasons: Vec<String> = Vec::new();
     let mut clear = false;
+    let mut writes = Vec::new();
     for plugin in &profile.post_filters {
         match plugin.post_filter(profile, pod, snapshot, ev, rng) {
             PostFilterResult::Unschedulable { message, clear: c } => {
                 reasons.push(message);
                 clear |= c;
             }
+            PostFilterResult::Released { message, clear: c, writes: w } => {
+                reasons.push(message);
+                clear |= c;
+                writes.extend(w);
+            }
+            // A nomination or a stop ends the chain; writes asked for before it are not
+            // made (the next attempt asks again if they are still needed).
             done => return Some(done),
         }
     }
-    (!profile.post_filters.is_empty()).then(|| PostFilterResult::Unschedulable { message: reasons.join(", "), clear })
+    let message = reasons.join(", ");
+    if profile.post_filters.is_empty() {
+        return None;
+    }
+    Some(match writes.is_empty() {
+        true => PostFilterResult::Unschedulable { message, clear },
+        false => PostFilterResult::Released { message, clear, writes },
+    })
 }
 
 /// The whole FailedScheduling message of an attempt that PostFilter followed.
@@ -152,6 +178,14 @@ mod tests {
         let out = chain(vec![reject("a", false), reject("b", true)], &ev).unwrap();
         assert!(
             matches!(&out, PostFilterResult::Unschedulable { message, clear: true } if message == "a, b"),
+            "{out:?}"
+        );
+        // Writes asked for along the chain are gathered; the reasons joined as before.
+        let write = ApiWrite::SelectNode { claim: Arc::new(crate::volumes::Claim::default()), node: "n".into() };
+        let released = PostFilterResult::Released { message: "a".into(), clear: false, writes: vec![write.clone()] };
+        let out = chain(vec![released, reject("b", true)], &ev).unwrap();
+        assert!(
+            matches!(&out, PostFilterResult::Released { message, clear: true, writes } if message == "a, b" && writes == &vec![write]),
             "{out:?}"
         );
         let stop = PostFilterResult::Stopped("boom".into());

@@ -73,6 +73,15 @@ impl ClusterApi for ApiHost {
     }
 }
 
+/// What a claim write does, for its error message.
+pub fn write_claim_verb(w: &ClaimWrite) -> &'static str {
+    match (w.allocated, w.claim.allocation().is_some()) {
+        (true, _) => "add allocation and reservation to",
+        (false, true) => "add reservation to",
+        (false, false) => "deallocate",
+    }
+}
+
 /// Writes a claim as DynamicResources' PreBind does: the delete-protection finalizer
 /// first when it is missing, then `status.allocation` and `status.reservedFor`, each with
 /// the resource version it was made over as precondition (a conflict fails the write).
@@ -81,7 +90,7 @@ async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &claim.namespace);
     let params = PatchParams::default();
     let mut rv = claim.api.metadata.resource_version.clone().unwrap_or_default();
-    let what = if w.allocated { "add allocation and reservation to" } else { "add reservation to" };
+    let what = write_claim_verb(w);
     if w.add_finalizer {
         let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": claim.api.metadata.finalizers}});
         let updated = api
@@ -91,8 +100,12 @@ async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
         rv = updated.metadata.resource_version.unwrap_or_default();
     }
     let status = claim.api.status.clone().unwrap_or_default();
-    let patch = json!({"metadata": {"resourceVersion": rv},
-        "status": {"allocation": status.allocation, "reservedFor": status.reserved_for}});
+    let mut fields = json!({"allocation": status.allocation, "reservedFor": status.reserved_for});
+    if status.allocation.is_none() {
+        // A deallocation also drops what drivers reported about the devices.
+        fields["devices"] = serde_json::Value::Null;
+    }
+    let patch = json!({"metadata": {"resourceVersion": rv}, "status": fields});
     let updated = api
         .patch_status(&claim.name, &params, &Patch::Merge(&patch))
         .await

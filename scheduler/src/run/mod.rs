@@ -336,7 +336,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             let nominated = match &nomination {
                                 Nomination::Preempted(p) => Some(Some(p.node.as_str())),
                                 Nomination::Cleared => Some(None),
-                                Nomination::Unchanged => None,
+                                Nomination::Unchanged | Nomination::Released(_) => None,
                             };
                             // A preemption's nomination is written whatever came after it.
                             let preempted = matches!(nomination, Nomination::Preempted(_));
@@ -346,6 +346,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                                 if l.get(&key) == Some(&this) {
                                     l.remove(&key);
                                 }
+                            }
+                            if let Nomination::Released(writes) = &nomination {
+                                release(c.clone(), s.clone(), &pod, writes).await;
                             }
                             if let Nomination::Preempted(p) = nomination
                                 && preempt::evict(c, s.clone(), r, pod.clone(), p).await > 0
@@ -383,6 +386,18 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
 /// Every `every` (30 s by default), while anything happens or waits, one line: pods
 /// scheduled, unschedulable attempts and errors since the last line, pending pods by
 /// queue, binds in flight.
+/// Makes the writes a PostFilter plugin asked for (a claim's deallocation), each
+/// logged if it fails; the watch then brings the change, which wakes the pod.
+async fn release(client: Client, shared: Arc<Shared>, pod: &PodInfo, writes: &[algorithms::framework::ApiWrite]) {
+    let host = binder::ApiHost { client, shared };
+    for w in writes {
+        host.shared.limiter.until_ready().await;
+        if let Err(error) = crate::binding::ClusterApi::write(&host, w).await {
+            warn!(pod = %pod.key(), %error, "PostFilter write failed");
+        }
+    }
+}
+
 async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency: usize, every: Duration) {
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
     tick.tick().await;

@@ -352,6 +352,13 @@ fn record(
         }
         Outcome::Gone => None,
         Outcome::Unschedulable { message, nomination } => {
+            if let Nomination::Released(writes) = &nomination {
+                let host = MemoryHost::new(engine, api, clock);
+                for w in writes {
+                    // A failed write (the claim changed meanwhile) is retried by the next attempt.
+                    let _ = futures::executor::block_on(crate::binding::ClusterApi::write(&host, w));
+                }
+            }
             if let Nomination::Preempted(p) = nomination
                 && !p.victims.is_empty()
             {

@@ -6,27 +6,24 @@
 //! and the structured allocator finds devices there for every unallocated claim; Score
 //! ranks `firstAvailable` choices; Reserve assumes the allocations (and the pod in each
 //! claim's `reservedFor`) so the next pods see the devices taken; PreBind writes them
-//! (`lifecycle.rs`); PostFilter shapes the end of the FailedScheduling message.
+//! (`lifecycle.rs`); PostFilter deallocates a claim allocated where the pod cannot go
+//! and shapes the end of the FailedScheduling message (`post_filter.rs`).
 
 mod claims;
 mod lifecycle;
+mod post_filter;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngCore;
-
 pub use claims::{check_classes, owned_by, pod_claims, pod_uid};
 pub use lifecycle::Reservation;
 
 use crate::dra::{self, Claim, Features, Outcome};
 use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
-use crate::framework::{
-    Evaluation, FilterPlugin, PluginState, PostFilterPlugin, PostFilterResult, PreFilterOutcome, Profile, ScorePlugin,
-    default_normalize,
-};
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::NodeSelector;
 use crate::node_info::NodeInfo;
 use crate::objects::ClusterObjects;
@@ -40,6 +37,8 @@ pub const NAME: &str = "DynamicResources";
 pub const NO_CLAIMS: &str = "no new claims to deallocate";
 /// PostFilter's reason for a pod with claims it could not place.
 pub const STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+/// PostFilter's reason when it deallocated a claim the pod could not use where it was allocated.
+pub const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
 /// PostFilter's error when a PreFilter before it rejected the pod (its state was never written).
 pub const STATE_MISSING: &str = "not found";
 /// Filter's reason when the allocator finds no devices for the claims on a node.
@@ -322,30 +321,5 @@ impl ScorePlugin for DynamicResources {
 
     fn normalize(&self, _: &PluginState, scores: &mut [i64]) {
         default_normalize(false, scores);
-    }
-}
-
-impl PostFilterPlugin for DynamicResources {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn post_filter(
-        &self,
-        _: &Profile,
-        pod: &PodInfo,
-        _: &mut Snapshot,
-        ev: &Evaluation,
-        _: &mut dyn RngCore,
-    ) -> PostFilterResult {
-        match &ev.prefilter_rejection {
-            Some(s) if s.plugin == NAME => {
-                return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
-            }
-            Some(_) => return PostFilterResult::Stopped(STATE_MISSING.into()),
-            None => {}
-        }
-        let message = if pod.resource_claims.iter().all(|c| c.not_needed) { NO_CLAIMS } else { STILL_NOT_SCHEDULABLE };
-        PostFilterResult::Unschedulable { message: message.into(), clear: false }
     }
 }

@@ -11,7 +11,9 @@ use super::*;
 use crate::builders::{NodeBuilder, PodBuilder, snapshot};
 use crate::dra::{self, DeviceId};
 use crate::events::StorageEvent;
-use crate::framework::{ApiWrite, Evaluation, PostFilterPlugin, PreBindPlugin, ReservePlugin};
+use crate::framework::{
+    ApiWrite, Evaluation, PostFilterPlugin, PostFilterResult, PreBindPlugin, Profile, ReservePlugin,
+};
 use crate::status::Code;
 
 const CLAIM: &str = "my-pod-my-resource";
@@ -115,6 +117,7 @@ fn post_filter(plugin: &DynamicResources, pod: &PodInfo, snap: &mut Snapshot, re
         PostFilterResult::Unschedulable { message, .. } => message,
         PostFilterResult::Stopped(m) => format!("stopped: {m}"),
         PostFilterResult::Nominate(_) => "nominated".into(),
+        PostFilterResult::Released { message, writes, .. } => format!("{message} ({} writes)", writes.len()),
     }
 }
 
@@ -416,4 +419,44 @@ fn a_search_that_runs_out_of_time_reports_the_timeout() {
         ..Default::default()
     };
     assert_eq!(messages(&filter(&unlimited, &p, &snap)), vec![CANNOT_ALLOCATE]);
+}
+
+/// A claim allocated where the pod cannot go: PostFilter deallocates it when no other
+/// pod uses it (the pod itself may), and leaves it alone when another pod does.
+#[test]
+fn post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go() {
+    let plugin = DynamicResources::default();
+    let elsewhere = json!({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gone"]}]}]});
+    let mut wrong = allocated(pending(req()), elsewhere);
+    wrong["status"]["devices"] = json!([{"driver": "some-driver", "pool": "gone", "device": "instance-1"}]);
+    let p = pod_info(pod());
+    let mut snap = build(World { claims: vec![wrong.clone()], ..Default::default() });
+    assert_eq!(messages(&filter(&plugin, &p, &snap)), vec![NOT_AVAILABLE]);
+    let ev = Evaluation::default();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let PostFilterResult::Released { message, clear: false, writes } =
+        plugin.post_filter(&Profile::default(), &p, &mut snap, &ev, &mut rng)
+    else {
+        panic!("expected a deallocation")
+    };
+    assert_eq!(message, DEALLOCATED);
+    let [ApiWrite::Claim(w)] = writes.as_slice() else { panic!("{writes:?}") };
+    assert!(!w.allocated && !w.add_finalizer);
+    assert!(w.claim.allocation().is_none() && w.claim.reserved_for.is_empty());
+    let status = w.claim.api.status.clone().unwrap_or_default();
+    assert!(status.allocation.is_none() && status.reserved_for.is_none() && status.devices.is_none());
+    assert_eq!(w.claim.resource_version, "5", "written over the version it was read at");
+    // Reserved for this pod only: still deallocated.
+    let mut own = wrong.clone();
+    own["status"]["reservedFor"] = json!([{"resource": "pods", "name": "my-pod", "uid": "1234"}]);
+    let mut snap = build(World { claims: vec![own], ..Default::default() });
+    assert_eq!(post_filter(&plugin, &p, &mut snap, None), format!("{DEALLOCATED} (1 writes)"));
+    // Another pod uses it: left alone.
+    let mut shared = wrong;
+    shared["status"]["reservedFor"] = json!([{"resource": "pods", "name": "other", "uid": "5678"}]);
+    let mut snap = build(World { claims: vec![shared], ..Default::default() });
+    assert_eq!(post_filter(&plugin, &p, &mut snap, None), STILL_NOT_SCHEDULABLE);
+    // Allocated where the pod can go: nothing to deallocate.
+    let mut snap = build(World { claims: vec![allocated(pending(req()), on_worker())], ..Default::default() });
+    assert_eq!(post_filter(&plugin, &p, &mut snap, None), STILL_NOT_SCHEDULABLE);
 }

@@ -1,0 +1,83 @@
+//! DynamicResources' PostFilter: when a claim of the pod is allocated somewhere the pod
+//! cannot go and nobody else uses it, the claim is deallocated so that the next attempt
+//! may allocate it anew (kube-scheduler's `deallocation of ResourceClaim completed`);
+//! otherwise it only shapes the end of the FailedScheduling message.
+
+use std::sync::Arc;
+
+use rand::RngCore;
+
+use super::{
+    DEALLOCATED, DynamicResources, NAME, NO_CLAIMS, STATE_MISSING, STILL_NOT_SCHEDULABLE, pod_claims, pod_uid,
+};
+use crate::dra::{Claim, ClaimWrite};
+use crate::framework::{ApiWrite, Evaluation, PostFilterPlugin, PostFilterResult, Profile};
+use crate::labels::NodeSelector;
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+
+impl PostFilterPlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn post_filter(
+        &self,
+        _: &Profile,
+        pod: &PodInfo,
+        snapshot: &mut Snapshot,
+        ev: &Evaluation,
+        _: &mut dyn RngCore,
+    ) -> PostFilterResult {
+        match &ev.prefilter_rejection {
+            Some(s) if s.plugin == NAME => {
+                return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
+            }
+            Some(_) => return PostFilterResult::Stopped(STATE_MISSING.into()),
+            None => {}
+        }
+        if pod.resource_claims.iter().all(|c| c.not_needed) {
+            return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
+        }
+        match deallocation(pod, snapshot) {
+            Some(claim) => {
+                let write = ClaimWrite { claim, previous: None, add_finalizer: false, allocated: false };
+                PostFilterResult::Released {
+                    message: DEALLOCATED.into(),
+                    clear: false,
+                    writes: vec![ApiWrite::Claim(write)],
+                }
+            }
+            None => PostFilterResult::Unschedulable { message: STILL_NOT_SCHEDULABLE.into(), clear: false },
+        }
+    }
+}
+
+/// The first of the pod's claims that is allocated where some node cannot use it and
+/// that no other pod uses, as it is once deallocated (no allocation, no consumers, no
+/// device status).
+fn deallocation(pod: &PodInfo, snapshot: &Snapshot) -> Option<Arc<Claim>> {
+    let uid = pod_uid(pod);
+    let claims = pod_claims(pod, &snapshot.objects.dra).ok()?;
+    let claim = claims.iter().find(|c| {
+        let Some(allocation) = c.allocation() else { return false };
+        let unavailable = allocation
+            .node_selector
+            .as_ref()
+            .map(NodeSelector::parse)
+            .is_some_and(|sel| snapshot.nodes.iter().any(|n| !sel.matches(&n.name, &n.labels)));
+        let unused = match c.reserved_for.as_slice() {
+            [] => true,
+            [only] => only.uid == uid,
+            _ => false,
+        };
+        unavailable && unused
+    })?;
+    let mut object = (*claim.api).clone();
+    if let Some(status) = object.status.as_mut() {
+        status.allocation = None;
+        status.reserved_for = None;
+        status.devices = None;
+    }
+    Claim::from_api(&object).ok().map(Arc::new)
+}
