@@ -129,7 +129,7 @@ impl MemoryHost<'_> {
     fn write_claim(&self, w: &ClaimWrite) -> Result<u64, String> {
         let mut engine = self.lock();
         let key = w.claim.key();
-        let what = crate::run::binder::write_claim_verb(w);
+        let what = super::claim_write_verb(w);
         let Some(current) = engine.cache.objects().dra.api_claim(&key).cloned() else {
             return Err(format!("{what} claim {key}: resourceclaims \"{}\" not found", w.claim.name));
         };

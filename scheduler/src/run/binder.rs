@@ -73,15 +73,6 @@ impl ClusterApi for ApiHost {
     }
 }
 
-/// What a claim write does, for its error message.
-pub fn write_claim_verb(w: &ClaimWrite) -> &'static str {
-    match (w.allocated, w.claim.allocation().is_some()) {
-        (true, _) => "add allocation and reservation to",
-        (false, true) => "add reservation to",
-        (false, false) => "deallocate",
-    }
-}
-
 /// Writes a claim as DynamicResources' PreBind does: the delete-protection finalizer
 /// first when it is missing, then `status.allocation` and `status.reservedFor`, each with
 /// the resource version it was made over as precondition (a conflict fails the write).
@@ -90,7 +81,7 @@ async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &claim.namespace);
     let params = PatchParams::default();
     let mut rv = claim.api.metadata.resource_version.clone().unwrap_or_default();
-    let what = write_claim_verb(w);
+    let what = crate::binding::claim_write_verb(w);
     if w.add_finalizer {
         let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": claim.api.metadata.finalizers}});
         let updated = api

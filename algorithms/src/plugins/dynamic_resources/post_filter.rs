@@ -8,7 +8,8 @@ use std::sync::Arc;
 use rand::RngCore;
 
 use super::{
-    DEALLOCATED, DynamicResources, NAME, NO_CLAIMS, STATE_MISSING, STILL_NOT_SCHEDULABLE, pod_claims, pod_uid,
+    DEALLOCATED, DynamicResources, NAME, NO_CLAIMS, NOT_AVAILABLE, STATE_MISSING, STILL_NOT_SCHEDULABLE, pod_claims,
+    pod_uid,
 };
 use crate::dra::{Claim, ClaimWrite};
 use crate::framework::{ApiWrite, Evaluation, PostFilterPlugin, PostFilterResult, Profile};
@@ -39,7 +40,7 @@ impl PostFilterPlugin for DynamicResources {
         if pod.resource_claims.iter().all(|c| c.not_needed) {
             return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
         }
-        match deallocation(pod, snapshot) {
+        match deallocation(pod, snapshot, ev) {
             Some(claim) => {
                 let write = ClaimWrite { claim, previous: None, add_finalizer: false, allocated: false };
                 PostFilterResult::Released {
@@ -53,19 +54,26 @@ impl PostFilterPlugin for DynamicResources {
     }
 }
 
-/// The first of the pod's claims that is allocated where some node cannot use it and
-/// that no other pod uses, as it is once deallocated (no allocation, no consumers, no
-/// device status).
-fn deallocation(pod: &PodInfo, snapshot: &Snapshot) -> Option<Arc<Claim>> {
+/// The first of the pod's claims that is allocated where a node Filter turned down for
+/// it (`resourceclaim not available on the node`) cannot use it, and that no other pod
+/// uses, as it is once deallocated (no allocation, no consumers, no device status).
+fn deallocation(pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Option<Arc<Claim>> {
+    let turned_down: Vec<usize> = ev
+        .rejected
+        .iter()
+        .filter(|(_, s)| s.plugin == NAME && s.reasons.first().is_some_and(|r| r == NOT_AVAILABLE))
+        .map(|(i, _)| i)
+        .collect();
+    if turned_down.is_empty() {
+        return None;
+    }
     let uid = pod_uid(pod);
     let claims = pod_claims(pod, &snapshot.objects.dra).ok()?;
     let claim = claims.iter().find(|c| {
         let Some(allocation) = c.allocation() else { return false };
-        let unavailable = allocation
-            .node_selector
-            .as_ref()
-            .map(NodeSelector::parse)
-            .is_some_and(|sel| snapshot.nodes.iter().any(|n| !sel.matches(&n.name, &n.labels)));
+        let unavailable = allocation.node_selector.as_ref().map(NodeSelector::parse).is_some_and(|sel| {
+            turned_down.iter().filter_map(|&i| snapshot.nodes.get(i)).any(|n| !sel.matches(&n.name, &n.labels))
+        });
         let unused = match c.reserved_for.as_slice() {
             [] => true,
             [only] => only.uid == uid,

@@ -111,7 +111,16 @@ fn messages(statuses: &[Status]) -> Vec<String> {
 }
 
 fn post_filter(plugin: &DynamicResources, pod: &PodInfo, snap: &mut Snapshot, rejection: Option<Status>) -> String {
-    let ev = Evaluation { prefilter_rejection: rejection, ..Default::default() };
+    let mut ev = Evaluation { prefilter_rejection: rejection, ..Default::default() };
+    if ev.prefilter_rejection.is_none() {
+        // What Filter said of each node, as the evaluation records it.
+        for (i, mut st) in filter(plugin, pod, snap).into_iter().enumerate() {
+            if !st.is_success() && !st.is_skip() {
+                st.plugin = NAME;
+                ev.rejected.push(i, st);
+            }
+        }
+    }
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     match plugin.post_filter(&Profile::default(), pod, snap, &ev, &mut rng) {
         PostFilterResult::Unschedulable { message, .. } => message,
@@ -432,8 +441,16 @@ fn post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go() {
     let p = pod_info(pod());
     let mut snap = build(World { claims: vec![wrong.clone()], ..Default::default() });
     assert_eq!(messages(&filter(&plugin, &p, &snap)), vec![NOT_AVAILABLE]);
-    let ev = Evaluation::default();
+    let mut ev = Evaluation::default();
+    // Rejected by another plugin only: DynamicResources' Filter never looked, nothing to do.
+    ev.rejected.push(0, Status::unresolvable("node(s) had untolerated taint(s)"));
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let out = plugin.post_filter(&Profile::default(), &p, &mut snap, &ev, &mut rng);
+    assert!(matches!(&out, PostFilterResult::Unschedulable { message, .. } if message == STILL_NOT_SCHEDULABLE));
+    let mut ev = Evaluation::default();
+    let mut st = filter(&plugin, &p, &snap).remove(0);
+    st.plugin = NAME;
+    ev.rejected.push(0, st);
     let PostFilterResult::Released { message, clear: false, writes } =
         plugin.post_filter(&Profile::default(), &p, &mut snap, &ev, &mut rng)
     else {
