@@ -1,7 +1,7 @@
 //! Plugin results: a code, kube-scheduler's reason strings and an optional human detail.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 
 use serde::Serialize;
 use smallvec::{SmallVec, smallvec};
@@ -10,18 +10,32 @@ use smallvec::{SmallVec, smallvec};
 /// node allocates nothing.
 pub type Reasons = SmallVec<[Cow<'static, str>; 1]>;
 
-static DETAILS: AtomicBool = AtomicBool::new(true);
-
-/// Whether plugins build human detail strings (on by default). The scheduling loop and
-/// the extender turn them off: only `explain` shows them, and building one per rejected
-/// node per pod is measurable.
-pub fn details_enabled() -> bool {
-    DETAILS.load(Ordering::Relaxed)
+thread_local! {
+    static DETAILS: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Turns detail strings on or off process-wide.
-pub fn set_details_enabled(on: bool) {
-    DETAILS.store(on, Ordering::Relaxed);
+/// Whether plugins build human detail strings on this thread: off, except while the
+/// framework runs the filters of a profile that wants them (the profile's `details`;
+/// only `explain` turns it on: building one per rejected node per pod is measurable).
+pub fn details_enabled() -> bool {
+    DETAILS.with(Cell::get)
+}
+
+/// Runs `f` with detail strings on or off on this thread, then restores the setting
+/// (also when `f` panics).
+pub fn with_details<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    if DETAILS.with(Cell::get) == on {
+        // The scheduling loop's case: nothing to switch.
+        return f();
+    }
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DETAILS.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(DETAILS.with(|d| d.replace(on)));
+    f()
 }
 
 /// The outcome class of a plugin call, as kube-scheduler's framework defines them.

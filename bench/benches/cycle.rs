@@ -33,8 +33,7 @@ fn cluster(nodes: usize) -> Snapshot {
 }
 
 fn one_cycle(c: &mut Criterion) {
-    // As in the scheduling loop: human details only for `explain`.
-    algorithms::status::set_details_enabled(false);
+    // The profile builds no human details, as in the scheduling loop (only `explain` does).
     let profile = default_profile("custom-scheduler");
     let pod: PodInfo = PodBuilder::new("incoming").req("100m", "500Mi").info();
     let mut group = c.benchmark_group("scheduling_cycle");

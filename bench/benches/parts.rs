@@ -66,7 +66,10 @@ fn incoming() -> PodInfo {
 
 fn plugins(c: &mut Criterion) {
     // As in the scheduling loop: human details only for `explain`.
-    algorithms::status::set_details_enabled(false);
+    algorithms::status::with_details(false, || plugins_without_details(c));
+}
+
+fn plugins_without_details(c: &mut Criterion) {
     let profile = default_profile("custom-scheduler");
     let snap = cluster();
     let pod = incoming();

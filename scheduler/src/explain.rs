@@ -71,6 +71,8 @@ pub struct WouldPreempt {
 
 /// Evaluates `pod` on every node of `snapshot` with `profile`.
 pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64) -> ExplainReport {
+    // Explaining is what the detail strings are for.
+    let profile = &Profile { details: true, ..profile.clone() };
     let mut rng = SmallRng::seed_from_u64(seed);
     let ev = evaluate(profile, pod, snapshot, &mut rng, EvaluateOptions { always_score: true, ..Default::default() });
     let name = |i: usize| snapshot.nodes[i].name.clone();

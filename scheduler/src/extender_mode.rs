@@ -162,7 +162,6 @@ pub async fn serve(
     opts: ExtenderOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ExtenderError> {
-    algorithms::status::set_details_enabled(false);
     let (cfg, profiles) = config_file::profiles(opts.config.as_deref(), opts.feature_gates).map_err(RunError::from)?;
     let mut profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
     // kube-scheduler, which calls the extender, runs the volume plugins itself with the

@@ -177,12 +177,10 @@ fn outcome(ev: &algorithms::Evaluation) -> Outcome {
 #[test]
 fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
     use algorithms::framework::{EquivalenceCache, EvaluateOptions, evaluate, evaluate_cached};
-    use algorithms::status::set_details_enabled;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
     use std::sync::Arc;
 
-    set_details_enabled(false);
     for (name, ..) in WORKLOADS {
         let w = workload(name, Some(60), Some(150)).unwrap();
         let objects = ClusterObjects {

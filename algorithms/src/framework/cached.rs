@@ -214,7 +214,7 @@ pub fn evaluate_cached(
     for name in snapshot.nominated.keys() {
         let Some(&i) = snapshot.index.get(name) else { continue };
         if let Some(with) = with_nominated(pod, &snapshot.nodes[i], snapshot) {
-            let st = first_pass(&profile.filters, &fstates, pod, with, i, snapshot);
+            let st = first_pass(&profile.filters, &fstates, pod, with, (i, snapshot), profile.details);
             if !st.is_success() {
                 nominated_fail.insert(i, st);
             }
@@ -293,7 +293,7 @@ fn run_filters_prefix(
     node: &crate::node_info::NodeInfo,
     index: usize,
 ) -> Option<Status> {
-    let st = run_filters(&profile.filters, states, pod, node, index);
+    let st = run_filters(&profile.filters, states, pod, node, index, profile.details);
     (!st.is_success()).then_some(st)
 }
 
@@ -305,7 +305,7 @@ fn run_filters_suffix(
     node: &crate::node_info::NodeInfo,
     index: usize,
 ) -> Status {
-    run_filters(&profile.filters[from..], &states[from..], pod, node, index)
+    run_filters(&profile.filters[from..], &states[from..], pod, node, index, profile.details)
 }
 
 #[cfg(test)]

@@ -190,6 +190,9 @@ pub struct Profile {
     pub permits: Vec<Arc<dyn PermitPlugin>>,
     /// PreBind plugins, in order.
     pub pre_binds: Vec<Arc<dyn PreBindPlugin>>,
+    /// Whether filters build human detail strings for their rejections (`explain` turns
+    /// this on; scheduling leaves it off).
+    pub details: bool,
 }
 
 impl std::fmt::Debug for Profile {

@@ -132,22 +132,27 @@ pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
     (all * pct / 100).max(MIN_NODES)
 }
 
+/// Runs the filters on one node; the first failing one's status, named. Detail strings
+/// are built only when `details` is on.
 pub(crate) fn run_filters(
     filters: &[Arc<dyn super::FilterPlugin>],
     states: &[Option<PluginState>],
     pod: &PodInfo,
     node: &NodeInfo,
     index: usize,
+    details: bool,
 ) -> Status {
-    for (plugin, state) in filters.iter().zip(states) {
-        let Some(state) = state else { continue };
-        let mut st = plugin.filter_at(state, pod, node, index);
-        if !st.is_success() {
-            st.plugin = plugin.name();
-            return st;
+    crate::status::with_details(details, || {
+        for (plugin, state) in filters.iter().zip(states) {
+            let Some(state) = state else { continue };
+            let mut st = plugin.filter_at(state, pod, node, index);
+            if !st.is_success() {
+                st.plugin = plugin.name();
+                return st;
+            }
         }
-    }
-    Status::success()
+        Status::success()
+    })
 }
 
 /// kube-scheduler's two-pass filter: with the pods nominated to the node that have at
@@ -159,16 +164,16 @@ pub(crate) fn filter_with_nominated(
     states: &[Option<PluginState>],
     pod: &PodInfo,
     node: &NodeInfo,
-    index: usize,
-    snapshot: &Snapshot,
+    (index, snapshot): (usize, &Snapshot),
+    details: bool,
 ) -> Status {
     if let Some(with) = with_nominated(pod, node, snapshot) {
-        let st = first_pass(filters, states, pod, with, index, snapshot);
+        let st = first_pass(filters, states, pod, with, (index, snapshot), details);
         if !st.is_success() {
             return st;
         }
     }
-    run_filters(filters, states, pod, node, index)
+    run_filters(filters, states, pod, node, index, details)
 }
 
 /// The first of the two passes: node-local filters judge the node with the nominated
@@ -180,12 +185,12 @@ pub(crate) fn first_pass(
     states: &[Option<PluginState>],
     pod: &PodInfo,
     mut with: NodeInfo,
-    index: usize,
-    snapshot: &Snapshot,
+    (index, snapshot): (usize, &Snapshot),
+    details: bool,
 ) -> Status {
     let global = filters.iter().zip(states).any(|(f, st)| st.is_some() && !f.node_local());
     if !global {
-        return run_filters(filters, states, pod, &with, index);
+        return run_filters(filters, states, pod, &with, index, details);
     }
     with.generation = crate::node_info::next_generation();
     let with = Arc::new(with);
@@ -206,16 +211,18 @@ pub(crate) fn first_pass(
             _ => return out.status,
         }
     }
-    for ((f, st), new) in filters.iter().zip(states).zip(&fresh) {
-        let state = if f.node_local() { st.as_ref() } else { new.as_ref() };
-        let Some(state) = state else { continue };
-        let mut status = f.filter_at(state, pod, &with, index);
-        if !status.is_success() {
-            status.plugin = f.name();
-            return status;
+    crate::status::with_details(details, || {
+        for ((f, st), new) in filters.iter().zip(states).zip(&fresh) {
+            let state = if f.node_local() { st.as_ref() } else { new.as_ref() };
+            let Some(state) = state else { continue };
+            let mut status = f.filter_at(state, pod, &with, index);
+            if !status.is_success() {
+                status.plugin = f.name();
+                return status;
+            }
         }
-    }
-    Status::success()
+        Status::success()
+    })
 }
 
 /// Which node indexes have pods nominated to them; `None` when no pod is nominated.
@@ -256,6 +263,17 @@ pub(crate) type Allowed = Option<(HashSet<String>, &'static str)>;
 /// Runs every PreFilter. Returns None when the attempt ends here (a PreFilter rejected
 /// the pod on all `n` candidates, or failed), with `ev` filled accordingly.
 pub(crate) fn pre_filter_all(
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    ev: &mut Evaluation,
+    n: usize,
+    node_at: &dyn Fn(usize) -> usize,
+) -> Option<(Vec<Option<PluginState>>, Allowed)> {
+    crate::status::with_details(profile.details, || pre_filter_each(profile, pod, snapshot, ev, n, node_at))
+}
+
+fn pre_filter_each(
     profile: &Profile,
     pod: &PodInfo,
     snapshot: &Snapshot,
@@ -387,9 +405,9 @@ fn filter_from(
             return st;
         }
         if nominated.as_ref().is_some_and(|m| m[i]) {
-            filter_with_nominated(&profile.filters, &states, pod, node, i, snapshot)
+            filter_with_nominated(&profile.filters, &states, pod, node, (i, snapshot), profile.details)
         } else {
-            run_filters(&profile.filters, &states, pod, node, i)
+            run_filters(&profile.filters, &states, pod, node, i, profile.details)
         }
     };
     let mut from = 0;
@@ -550,6 +568,24 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    /// Human details are built only for a profile that asks for them (as `explain`'s
+    /// does), whatever the thread's setting outside the filters.
+    #[test]
+    fn filters_build_details_only_for_profiles_that_want_them() {
+        use crate::builders::{NodeBuilder, PodBuilder, snapshot};
+        let nodes = [NodeBuilder::new("small").capacity("1", "1Gi", "10").build()];
+        let snap = snapshot(&nodes, &[]);
+        let pod = PodBuilder::new("big").req("2", "100Mi").info();
+        let plain = crate::config::default_profile("s");
+        let detail =
+            |p: &Profile| filter_nodes(p, &pod, &snap).rejected.iter().next().and_then(|(_, s)| s.detail.clone());
+        assert_eq!(detail(&plain), None);
+        let explaining = Profile { details: true, ..plain.clone() };
+        assert_eq!(detail(&explaining).as_deref(), Some("cpu: requested 2, 1 free of 1 allocatable"));
+        assert!(!crate::status::details_enabled(), "the thread's setting is restored");
+        crate::status::with_details(true, || assert_eq!(detail(&plain), None));
+    }
 
     #[test]
     fn summary_sorts_count_reason_strings_like_kube_scheduler() {

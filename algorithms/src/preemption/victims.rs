@@ -38,7 +38,8 @@ impl<'a> Judge<'a> {
             if let Some(st) = outside_allowed(allowed, node) {
                 return st;
             }
-            return filter_with_nominated(&self.profile.filters, states, self.pod, node, i, snapshot);
+            let details = self.profile.details;
+            return filter_with_nominated(&self.profile.filters, states, self.pod, node, (i, snapshot), details);
         }
         let mut ev = Evaluation::default();
         let Some((states, allowed)) = pre_filter_all(self.profile, self.pod, snapshot, &mut ev, 0, &|k| k) else {
@@ -47,7 +48,7 @@ impl<'a> Judge<'a> {
         if let Some(st) = outside_allowed(&allowed, node) {
             return st;
         }
-        filter_with_nominated(&self.profile.filters, &states, self.pod, node, i, snapshot)
+        filter_with_nominated(&self.profile.filters, &states, self.pod, node, (i, snapshot), self.profile.details)
     }
 }
 

@@ -208,7 +208,6 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 
 /// Runs the scheduler until `shutdown` completes.
 pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<(), RunError> {
-    algorithms::status::set_details_enabled(false);
     let (cfg, profiles) = config_file::profiles(opts.config.as_deref(), opts.feature_gates)?;
     let kubeconfig = opts.kubeconfig.clone().or_else(|| cfg.client_connection.kubeconfig.clone().map(PathBuf::from));
     let client = make_client(kubeconfig.as_deref()).await?;

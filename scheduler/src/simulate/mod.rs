@@ -417,7 +417,6 @@ pub fn run_streamed(
     opts: &SimulateOptions,
     stream: Stream,
 ) -> SimulationReport {
-    algorithms::status::set_details_enabled(false);
     let mut engine = Engine::new(profiles);
     let mut cycler = Cycler::new(&engine, opts.seed);
     cycler.use_equivalence_cache = !opts.no_equivalence_cache;

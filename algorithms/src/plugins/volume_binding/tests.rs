@@ -540,6 +540,10 @@ fn a_shape_needs_the_scoring_gate() {
 
 #[test]
 fn details_name_the_claim_and_why() {
+    crate::status::with_details(true, details_name_the_claim_and_why_with_details_on);
+}
+
+fn details_name_the_claim_and_why_with_details_on() {
     let w = World { claims: vec![claim("c", "wait-topo")], ..Default::default() };
     let st = run(PodBuilder::new("p").claim("v", "c").build(), &nodes(&["node-a", "node-b"]), w);
     assert!(st[0].is_success());
