@@ -312,20 +312,25 @@ impl DraState {
         self.swap_effective(&key, before);
     }
 
-    /// The API server stored the assumed claim `assumed` at `version`: the assumption
-    /// holds until the watch shows that version (at once, if it already has).
+    /// The API server stored the assumed claim `assumed` at `version`. The key's
+    /// assumption (this one, or a later one built on it for another pod, whose own write
+    /// will then conflict and be retried over the new version) holds until the watch
+    /// shows that version (at once, if it already has).
     pub fn written(&mut self, assumed: &Arc<Claim>, version: u64) {
         let key = assumed.key();
-        let Some((current, written)) = self.assumed.get_mut(key.as_str()) else { return };
-        if !Arc::ptr_eq(current, assumed) {
-            return;
-        }
-        *written = Some(version);
-        let seen = self.claims.get(key.as_str()).is_some_and(|c| resource_version(&c.resource_version) >= version);
-        if seen {
-            let before = self.claim(&key).cloned();
-            self.assumed.remove(key.as_str());
-            self.swap_effective(&key, before);
+        let Some((_, written)) = self.assumed.get_mut(key.as_str()) else { return };
+        *written = Some(written.map_or(version, |w| w.max(version)));
+        self.drop_if_seen(&key);
+    }
+
+    /// Drops the key's assumption if the watch already shows the version it waits for.
+    fn drop_if_seen(&mut self, key: &str) {
+        let Some((_, Some(version))) = self.assumed.get(key) else { return };
+        let version = *version;
+        if self.claims.get(key).is_some_and(|c| resource_version(&c.resource_version) >= version) {
+            let before = self.claim(key).cloned();
+            self.assumed.remove(key);
+            self.swap_effective(key, before);
         }
     }
 
@@ -347,6 +352,7 @@ impl DraState {
             }
         }
         self.swap_effective(&key, before);
+        self.drop_if_seen(&key);
     }
 
     /// Frees the claims (by key) whose every consumer is one of `gone` (pod UIDs), as the

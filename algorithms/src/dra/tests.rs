@@ -646,3 +646,40 @@ fn an_assumed_allocation_outlives_the_versions_written_before_it() {
     st.upsert_claim(version("30", false));
     assert_eq!(st.holders(&id), 0);
 }
+
+/// Two pods share a claim: the second builds its assumption on the first's, which is
+/// written first. The second's write conflicts (it was made over the old version); once
+/// the watch shows the first's version the assumption goes, so the retry is made over
+/// the claim as the API server has it, not over a stale assumed copy.
+#[test]
+fn a_shared_claims_chained_assumptions_end_with_the_first_write() {
+    let version = |rv: &str, consumers: &[&str]| {
+        let reserved: Vec<_> =
+            consumers.iter().map(|p| json!({"resource": "pods", "name": p, "uid": format!("uid-{p}")})).collect();
+        let c = json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": rv}, "spec": {},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "r", "driver": "d", "pool": "p", "device": "x"}]}}, "reservedFor": reserved}});
+        Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("parse")
+    };
+    let free = json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": "10"}, "spec": {}});
+    for restore_first in [false, true] {
+        let mut st = DraState::default();
+        st.upsert_claim(Claim::from_api(&serde_json::from_value(free.clone()).expect("claim")).expect("parse"));
+        let first = Arc::new(version("10", &["a"]));
+        st.assume(first.clone());
+        let second = Arc::new(version("10", &["a", "b"]));
+        st.assume(second.clone());
+        st.written(&first, 12);
+        if restore_first {
+            // The second's write conflicted before the watch showed the first's version.
+            st.restore(&second, Some(first.clone()));
+        }
+        st.upsert_claim(version("11", &[]));
+        assert!(st.is_assumed("default/c"), "the finalizer's version ends nothing");
+        st.upsert_claim(version("12", &["a"]));
+        assert!(!st.is_assumed("default/c"), "restore first: {restore_first}");
+        st.restore(&second, Some(first.clone()));
+        assert!(!st.is_assumed("default/c"));
+        assert_eq!(st.claim("default/c").map(|c| c.resource_version.clone()).as_deref(), Some("12"));
+    }
+}

@@ -97,6 +97,20 @@ struct Row {
     rate: f64,
     bound: usize,
     bad: Option<usize>,
+    /// CPU seconds the process used from its start to the last bind (user + system).
+    cpu: Option<f64>,
+}
+
+/// User plus system CPU seconds of a live process, from `/proc/PID/stat` (kernel
+/// clock ticks of 1/100 s).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is the first, then
+    // utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
 
 fn main() -> Result<()> {
@@ -254,6 +268,7 @@ async fn drain(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let cpu = cpu_seconds(process.pid());
     process.stop(Duration::from_secs(10)).await;
     let (first, last) = watch.first_and_last().context("nothing was bound")?;
     let bound = watch.count();
@@ -277,6 +292,7 @@ async fn drain(
         rate: if span > 0.0 { (bound.saturating_sub(1)) as f64 / span } else { 0.0 },
         bound,
         bad,
+        cpu,
     };
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
     api.delete_collection(
@@ -295,8 +311,8 @@ async fn drain(
 
 fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| backlog | scheduler | start → first bind s | start → last bind s | pods/s first → last | bound | bad placements | vs kube-scheduler | share of ceiling |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| backlog | scheduler | start → first bind s | start → last bind s | pods/s first → last | bound | bad placements | vs kube-scheduler | share of ceiling | CPU s |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         let same = |f: fn(Who) -> bool| {
@@ -311,7 +327,7 @@ fn table(rows: &[Row]) -> String {
             _ => String::new(),
         };
         out.push_str(&format!(
-            "| {}{} nodes / {} pods | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} |\n",
+            "| {}{} nodes / {} pods | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {} |\n",
             if r.dra { "DRA: " } else { "" },
             r.nodes,
             r.pods,
@@ -322,7 +338,8 @@ fn table(rows: &[Row]) -> String {
             r.bound,
             r.bad.map(|b| b.to_string()).unwrap_or_else(|| "n/a".into()),
             speedup,
-            share
+            share,
+            r.cpu.map(|c| format!("{c:.2}")).unwrap_or_default()
         ));
     }
     out
