@@ -382,21 +382,25 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     Ok(())
 }
 
-/// Every `every` (30 s by default), while anything happens or waits, one line: pods
-/// scheduled, unschedulable attempts and errors since the last line, pending pods by
-/// queue, binds in flight.
-/// Makes the writes a PostFilter plugin asked for (a claim's deallocation), each
-/// logged if it fails; the watch then brings the change, which wakes the pod.
-async fn release(client: Client, shared: Arc<Shared>, pod: &PodInfo, writes: &[algorithms::framework::ApiWrite]) {
+/// Makes the writes a PostFilter plugin asked for (a claim's deallocation); the watch
+/// then brings the change, which wakes the pod. A failed write is logged and the pod
+/// retried after its backoff, as kube-scheduler retries a PostFilter error.
+async fn release(client: Client, shared: Arc<Shared>, pod: &Arc<PodInfo>, writes: &[algorithms::framework::ApiWrite]) {
     let host = binder::ApiHost { client, shared };
     for w in writes {
         host.shared.limiter.until_ready().await;
         if let Err(error) = crate::binding::ClusterApi::write(&host, w).await {
-            warn!(pod = %pod.key(), %error, "PostFilter write failed");
+            warn!(pod = %pod.key(), %error, "PostFilter write failed; retrying the pod");
+            host.shared.lock().engine.queue.requeue(pod.clone(), 1, Instant::now());
+            host.shared.wake();
+            return;
         }
     }
 }
 
+/// Every `every` (30 s by default), while anything happens or waits, one line: pods
+/// scheduled, unschedulable attempts and errors since the last line, pending pods by
+/// queue, binds in flight.
 async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency: usize, every: Duration) {
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
     tick.tick().await;
