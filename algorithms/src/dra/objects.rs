@@ -415,6 +415,18 @@ impl Claim {
     pub fn reserved_for_pod(&self, uid: &str) -> bool {
         self.reserved_for.iter().any(|c| c.resource == "pods" && c.uid == uid)
     }
+
+    /// The claim as it is once deallocated: no allocation, no consumers, no device
+    /// status (what the resourceclaim controller and DynamicResources' PostFilter write).
+    pub fn deallocated(&self) -> Claim {
+        let mut object = (*self.api).clone();
+        if let Some(status) = object.status.as_mut() {
+            status.allocation = None;
+            status.reserved_for = None;
+            status.devices = None;
+        }
+        Claim { reserved_for: Vec::new(), api: Arc::new(object), ..self.clone() }
+    }
 }
 
 fn mode(allocation_mode: Option<&str>, count: Option<i64>) -> Result<Mode, String> {

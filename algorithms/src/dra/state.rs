@@ -366,13 +366,7 @@ impl DraState {
             if claim.allocation().is_none() || claim.reserved_for.is_empty() || !only_gone {
                 continue;
             }
-            let mut object = (*claim.api).clone();
-            if let Some(status) = object.status.as_mut() {
-                status.allocation = None;
-                status.reserved_for = None;
-            }
-            let released = Claim { reserved_for: Vec::new(), api: Arc::new(object), ..(*claim).clone() };
-            self.assume(Arc::new(released));
+            self.assume(Arc::new(claim.deallocated()));
             freed += 1;
         }
         freed

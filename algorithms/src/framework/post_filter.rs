@@ -109,10 +109,10 @@ pub fn run_post_filters(
             done => return Some(done),
         }
     }
-    let message = reasons.join(", ");
     if profile.post_filters.is_empty() {
         return None;
     }
+    let message = reasons.join(", ");
     Some(match writes.is_empty() {
         true => PostFilterResult::Unschedulable { message, clear },
         false => PostFilterResult::Released { message, clear, writes },

@@ -270,43 +270,34 @@ pub(crate) fn pre_filter_all(
     n: usize,
     node_at: &dyn Fn(usize) -> usize,
 ) -> Option<(Vec<Option<PluginState>>, Allowed)> {
-    crate::status::with_details(profile.details, || pre_filter_each(profile, pod, snapshot, ev, n, node_at))
-}
-
-fn pre_filter_each(
-    profile: &Profile,
-    pod: &PodInfo,
-    snapshot: &Snapshot,
-    ev: &mut Evaluation,
-    n: usize,
-    node_at: &dyn Fn(usize) -> usize,
-) -> Option<(Vec<Option<PluginState>>, Allowed)> {
-    let mut states: Vec<Option<PluginState>> = Vec::with_capacity(profile.filters.len());
-    let mut allowed: Allowed = None;
-    for plugin in &profile.filters {
-        let mut out = plugin.pre_filter(pod, snapshot);
-        out.status.plugin = plugin.name();
-        match out.status.code {
-            Code::Success => states.push(Some(out.state)),
-            Code::Skip => states.push(None),
-            Code::Error => {
-                ev.error = Some(out.status);
-                return None;
+    crate::status::with_details(profile.details, || {
+        let mut states: Vec<Option<PluginState>> = Vec::with_capacity(profile.filters.len());
+        let mut allowed: Allowed = None;
+        for plugin in &profile.filters {
+            let mut out = plugin.pre_filter(pod, snapshot);
+            out.status.plugin = plugin.name();
+            match out.status.code {
+                Code::Success => states.push(Some(out.state)),
+                Code::Skip => states.push(None),
+                Code::Error => {
+                    ev.error = Some(out.status);
+                    return None;
+                }
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                    ev.rejected = Rejections::all((0..n).map(node_at), out.status.clone());
+                    ev.prefilter_rejection = Some(out.status);
+                    return None;
+                }
             }
-            Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
-                ev.rejected = Rejections::all((0..n).map(node_at), out.status.clone());
-                ev.prefilter_rejection = Some(out.status);
-                return None;
+            if let Some(names) = out.node_names {
+                allowed = Some(match allowed {
+                    None => (names, plugin.name()),
+                    Some((prev, p)) => (prev.intersection(&names).cloned().collect(), p),
+                });
             }
         }
-        if let Some(names) = out.node_names {
-            allowed = Some(match allowed {
-                None => (names, plugin.name()),
-                Some((prev, p)) => (prev.intersection(&names).cloned().collect(), p),
-            });
-        }
-    }
-    Some((states, allowed))
+        Some((states, allowed))
+    })
 }
 
 /// The status of a node a PreFilter's node set leaves out.

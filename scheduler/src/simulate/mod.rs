@@ -354,9 +354,12 @@ fn record(
         Outcome::Unschedulable { message, nomination } => {
             if let Nomination::Released(writes) = &nomination {
                 let host = MemoryHost::new(engine, api, clock);
-                for w in writes {
-                    // A failed write (the claim changed meanwhile) is retried by the next attempt.
-                    let _ = futures::executor::block_on(crate::binding::ClusterApi::write(&host, w));
+                let failed = writes
+                    .iter()
+                    .any(|w| futures::executor::block_on(crate::binding::ClusterApi::write(&host, w)).is_err());
+                if failed {
+                    // As in `run`: the pod is retried after its backoff.
+                    engine.queue.requeue(cycle.queued.pod.clone(), cycle.queued.attempts, clock);
                 }
             }
             if let Nomination::Preempted(p) = nomination

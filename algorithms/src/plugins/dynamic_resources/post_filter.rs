@@ -81,11 +81,5 @@ fn deallocation(pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Option<A
         };
         unavailable && unused
     })?;
-    let mut object = (*claim.api).clone();
-    if let Some(status) = object.status.as_mut() {
-        status.allocation = None;
-        status.reserved_for = None;
-        status.devices = None;
-    }
-    Claim::from_api(&object).ok().map(Arc::new)
+    Some(Arc::new(claim.deallocated()))
 }
