@@ -190,6 +190,11 @@ pub struct PodInfo {
     pub started_nanos: Option<i128>,
     /// `status.nominatedNodeName` when set.
     pub nominated_node: Option<String>,
+    /// `metadata.resourceVersion` (empty when unset).
+    pub resource_version: String,
+    /// The `PodScheduled` condition as last seen: the scheduler writes it only when it
+    /// changes, as kube-scheduler does.
+    pub scheduled_condition: Option<ConditionState>,
     /// The pod carries a `DisruptionTarget=True` condition with reason `PreemptionByScheduler`
     /// (the first DisruptionTarget condition decides).
     pub preempted_by_scheduler: bool,
@@ -201,6 +206,17 @@ pub struct PodInfo {
     /// `spec.resourceClaims`, with the claims created from templates resolved through
     /// `status.resourceClaimStatuses`.
     pub resource_claims: Vec<PodResourceClaim>,
+}
+
+/// The parts of a pod condition a scheduler compares before rewriting it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConditionState {
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// The reason, empty when unset.
+    pub reason: String,
+    /// The message, empty when unset.
+    pub message: String,
 }
 
 /// One entry of a pod's `spec.resourceClaims`.
@@ -272,6 +288,17 @@ impl PodInfo {
             never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
             started_nanos: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.as_nanosecond()),
             nominated_node: pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            scheduled_condition: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+                .map(|c| ConditionState {
+                    status: c.status.clone(),
+                    reason: c.reason.clone().unwrap_or_default(),
+                    message: c.message.clone().unwrap_or_default(),
+                }),
             scheduling_group: spec
                 .scheduling_group
                 .as_ref()

@@ -1,13 +1,28 @@
 //! Events and the PodScheduled condition, as kube-scheduler writes them.
+//!
+//! Events go through a pipeline of their own ([`recorder`]): queued without waiting,
+//! aggregated into series in a bounded cache ([`correlator`]), written by a few writers
+//! under their own rate limit, retried when the server is unreachable.
+
+mod correlator;
+mod recorder;
+mod sink;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use algorithms::PodInfo;
+use algorithms::pod_info::ConditionState;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use tracing::debug;
+
+pub use correlator::{CACHE_ENTRIES, Correlator, Observed, Write};
+pub use recorder::{Options, Recorder, Stats};
+pub use sink::{EventSink, KubeSink, SinkError};
 
 use super::Shared;
 
@@ -16,9 +31,12 @@ pub struct Reporter {
     client: Client,
     recorder: Recorder,
     shared: Arc<Shared>,
+    controller: String,
+    instance: String,
 }
 
-/// The object reference of a pod.
+/// The object reference of a pod, with the resource version it had when seen (as
+/// kube-scheduler's, so that events about different versions are not aggregated).
 pub fn reference(pod: &PodInfo) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
@@ -26,45 +44,60 @@ pub fn reference(pod: &PodInfo) -> ObjectReference {
         name: Some(pod.name.clone()),
         namespace: Some(pod.namespace.clone()),
         uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
+        resource_version: (!pod.resource_version.is_empty()).then(|| pod.resource_version.clone()),
         ..Default::default()
     }
 }
 
 impl Reporter {
-    /// A reporter writing as `controller`/`instance`.
-    pub fn new(client: Client, shared: Arc<Shared>, controller: &str, instance: &str) -> Self {
-        let reporter = kube::runtime::events::Reporter {
-            controller: controller.to_string(),
-            instance: Some(instance.to_string()),
-        };
-        Reporter { recorder: Recorder::new(client.clone(), reporter), client, shared }
+    /// A reporter writing as `controller`/`instance`, its events through a pipeline with
+    /// `options`, counted in the shared metrics.
+    pub fn new(client: Client, shared: Arc<Shared>, controller: &str, instance: &str, options: Options) -> Self {
+        let recorder = Recorder::start(KubeSink::new(client.clone()), options, shared.metrics.events.clone());
+        Reporter { client, recorder, shared, controller: controller.into(), instance: instance.into() }
+    }
+
+    /// Writes the events still queued, waiting at most `limit`.
+    pub async fn close(&self, limit: Duration) {
+        self.recorder.close(limit).await;
     }
 
     /// `Scheduled`: "Successfully assigned ns/name to node".
-    pub async fn scheduled(&self, pod: &PodInfo, node: &str) {
-        self.publish(pod, "Scheduled", "Binding", format!("Successfully assigned {} to {node}", pod.key()), None).await;
+    pub fn scheduled(&self, pod: &PodInfo, node: &str) {
+        let note = format!("Successfully assigned {} to {node}", pod.key());
+        self.publish(pod, "Normal", "Scheduled", "Binding", note, None);
     }
 
-    /// A `Normal` event about `pod`.
-    pub async fn publish(
+    /// An event about `pod` (`type_` `Normal` or `Warning`), queued without waiting.
+    pub fn publish(
         &self,
         pod: &PodInfo,
+        type_: &str,
         reason: &str,
         action: &str,
         note: String,
         related: Option<ObjectReference>,
     ) {
-        self.shared.limiter.until_ready().await;
-        let ev = Event {
-            type_: EventType::Normal,
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: related,
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = Event {
+            metadata: ObjectMeta {
+                // The name client-go gives: the object's name and the time in hex nanoseconds.
+                name: Some(format!("{}.{:x}", pod.name, now.as_nanosecond())),
+                namespace: Some(pod.namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(type_.into()),
+            reason: Some(reason.into()),
+            action: Some(action.into()),
+            note: Some(truncate_note(&note)),
+            regarding: Some(reference(pod)),
+            related,
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
         };
-        if let Err(e) = self.recorder.publish(&ev, &reference(pod)).await {
-            debug!(pod = %pod.key(), error = %e, reason, "failed to record an event");
-        }
+        self.recorder.record(event);
     }
 
     /// `FailedScheduling` with kube-scheduler's message, and `PodScheduled=False`
@@ -94,21 +127,17 @@ impl Reporter {
         nominated: Option<Option<&str>>,
         current: &(dyn Fn() -> bool + Send + Sync),
     ) {
-        self.shared.limiter.until_ready().await;
         // Reports run concurrently: one that a newer report of the same pod overtook while
         // it waited is not written over it.
         if !current() {
             return;
         }
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: "FailedScheduling".into(),
-            note: Some(truncate_note(message)),
-            action: "Scheduling".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &reference(pod)).await {
-            debug!(pod = %pod.key(), error = %e, "failed to record FailedScheduling event");
+        self.publish(pod, "Warning", "FailedScheduling", "Scheduling", message.to_string(), None);
+        // The condition and nomination are written only when they change, as
+        // kube-scheduler's updatePod: a pod that keeps failing the same way keeps its
+        // resource version, and its events become one series.
+        if !status_changes(pod, reason, message, nominated) {
+            return;
         }
         self.shared.limiter.until_ready().await;
         if !current() {
@@ -129,6 +158,14 @@ impl Reporter {
     }
 }
 
+/// Whether writing `PodScheduled=False` with `reason` and `message`, and `nominated`,
+/// changes the pod's status as last seen.
+fn status_changes(pod: &PodInfo, reason: &str, message: &str, nominated: Option<Option<&str>>) -> bool {
+    let condition = ConditionState { status: "False".into(), reason: reason.into(), message: message.into() };
+    pod.scheduled_condition.as_ref() != Some(&condition)
+        || nominated.is_some_and(|n| n != pod.nominated_node.as_deref())
+}
+
 /// An event note as kube-scheduler cuts it: at most 1024 bytes, ending in " ..." when cut.
 fn truncate_note(message: &str) -> String {
     const MAX: usize = 1024;
@@ -144,6 +181,26 @@ fn truncate_note(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use algorithms::PodInfo;
+    use algorithms::pod_info::ConditionState;
+
+    #[test]
+    fn the_status_is_rewritten_only_when_the_condition_or_nomination_changes() {
+        let mut pod = PodInfo { name: "p".into(), namespace: "default".into(), ..Default::default() };
+        let msg = "0/3 nodes are available: 3 Insufficient cpu.";
+        assert!(super::status_changes(&pod, "Unschedulable", msg, None), "no condition yet");
+        pod.scheduled_condition =
+            Some(ConditionState { status: "False".into(), reason: "Unschedulable".into(), message: msg.into() });
+        assert!(!super::status_changes(&pod, "Unschedulable", msg, None));
+        assert!(!super::status_changes(&pod, "Unschedulable", msg, Some(None)), "no nomination to clear");
+        assert!(super::status_changes(&pod, "Unschedulable", msg, Some(Some("n1"))));
+        assert!(super::status_changes(&pod, "SchedulerError", msg, None));
+        assert!(super::status_changes(&pod, "Unschedulable", "0/4 nodes are available: 4 Insufficient cpu.", None));
+        pod.nominated_node = Some("n1".into());
+        assert!(!super::status_changes(&pod, "Unschedulable", msg, Some(Some("n1"))));
+        assert!(super::status_changes(&pod, "Unschedulable", msg, Some(None)));
+    }
+
     #[test]
     fn long_notes_are_cut_as_kube_scheduler_cuts_them() {
         assert_eq!(super::truncate_note("short"), "short");

@@ -35,6 +35,13 @@ pub struct ExtensionLabels {
     pub profile: String,
 }
 
+/// `reason` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Why.
+    pub reason: String,
+}
+
 /// All metrics and their registry.
 pub struct Metrics {
     registry: Registry,
@@ -48,6 +55,8 @@ pub struct Metrics {
     pub bind_duration: Family<ExtensionLabels, Histogram>,
     /// `leader_election_master_status`.
     pub leader: Gauge,
+    /// The event pipeline's counters (`scheduler_events_*`).
+    pub events: super::events::Stats,
 }
 
 fn buckets() -> Histogram {
@@ -79,7 +88,24 @@ impl Default for Metrics {
             bind_duration.clone(),
         );
         registry.register("leader_election_master_status", "1 while this replica leads, else 0", leader.clone());
-        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader }
+        let events = super::events::Stats::default();
+        registry.register(
+            "scheduler_events_dropped",
+            "Events not written, by the reason: queue_full, rate_limited (per object and reason), write_failed",
+            events.dropped.clone(),
+        );
+        registry.register("scheduler_events_written", "Event writes that succeeded", events.written.clone());
+        registry.register(
+            "scheduler_events_retried",
+            "Event write attempts that failed and were retried",
+            events.retried.clone(),
+        );
+        registry.register(
+            "scheduler_events_cache_size",
+            "Event keys held for aggregation into series (bounded)",
+            events.cache_size.clone(),
+        );
+        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader, events }
     }
 }
 

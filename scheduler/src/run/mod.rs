@@ -281,7 +281,15 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         .spawn(move || algorithms::framework::on_pool(move || scheduling_loop(sched_shared, work_tx, cycler)))
         .map_err(|e| RunError::Client(format!("failed to start the scheduling thread: {e}")))?;
 
-    let reporter = Arc::new(events::Reporter::new(client.clone(), shared.clone(), "custom-scheduler", &opts.identity));
+    // Events have a rate limit of their own, as kube-scheduler's event client has.
+    let event_options = events::Options { qps, burst, ..events::Options::default() };
+    let reporter = Arc::new(events::Reporter::new(
+        client.clone(),
+        shared.clone(),
+        "custom-scheduler",
+        &opts.identity,
+        event_options,
+    ));
     let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
     let dispatch = {
         let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
@@ -375,6 +383,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     if tokio::time::timeout(Duration::from_secs(30), permits.acquire_many(n)).await.is_err() {
         warn!("binds still in flight after 30s; exiting anyway");
     }
+    reporter.close(Duration::from_secs(5)).await;
     let unfinished = shared.lock().engine.cache.binding_in_progress();
     info!(released = shared.released.load(Ordering::SeqCst), unfinished, "stopped");
     let _ = stop_tx.send(true);
