@@ -15,6 +15,9 @@ use serde_json::json;
 use testing::bind_watch::BindWatch;
 use testing::{Assets, ControlPlane, Process, api, backlog, free_port};
 
+#[path = "realapi/sustained.rs"]
+mod sustained;
+
 const NS: &str = "bench";
 const QPS: u32 = 5000;
 
@@ -48,6 +51,39 @@ enum Cmd {
         #[arg(long)]
         logs: Option<PathBuf>,
     },
+    /// A sustained stream: pods created at `--rate` a second for `--seconds`, each deleted
+    /// a short life after it was bound, on `--nodes` half-full nodes; custom-scheduler and
+    /// kube-scheduler in turn, each on a fresh control plane. Prints binds/s, create →
+    /// bind latency, CPU seconds per 1,000 pods bound and resident memory over time.
+    Sustained {
+        /// The custom-scheduler binary.
+        #[arg(long)]
+        scheduler: PathBuf,
+        /// Nodes (4 CPUs and 32Gi each, half taken by pods bound before the stream).
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        /// Pods created per second.
+        #[arg(long, default_value_t = 500)]
+        rate: u32,
+        /// Seconds of creation.
+        #[arg(long, default_value_t = 600)]
+        seconds: u64,
+        /// A pod's life after its bind, as MIN-MAX seconds.
+        #[arg(long, default_value = "5-30")]
+        life: String,
+        /// Latencies of the pods created in the first seconds are left out.
+        #[arg(long, default_value_t = 30)]
+        warmup: u64,
+        /// Seconds between samples of CPU and memory.
+        #[arg(long, default_value_t = 10)]
+        sample: u64,
+        /// Which schedulers, comma-separated: ours, kube.
+        #[arg(long, default_value = "ours,kube")]
+        who: String,
+        /// Copy each run's log into this folder.
+        #[arg(long)]
+        logs: Option<PathBuf>,
+    },
     /// Binds the pending pods of a namespace round-robin (run as its own process by `compare`).
     NullBinder {
         /// Kubeconfig.
@@ -66,7 +102,7 @@ enum Cmd {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Who {
+pub(crate) enum Who {
     Ours,
     Kube,
     /// With this many binds in flight.
@@ -129,6 +165,27 @@ fn main() -> Result<()> {
             eprintln!("null binder: {n} pods bound");
             Ok(())
         }),
+        Cmd::Sustained { scheduler, nodes, rate, seconds, life, warmup, sample, who, logs } => {
+            let (lo, hi) = life.split_once('-').context("--life is MIN-MAX")?;
+            let stream = testing::sustained::Stream {
+                namespace: NS.into(),
+                scheduler: "custom-scheduler".into(),
+                rate,
+                duration: Duration::from_secs(seconds),
+                life: (lo.trim().parse()?, hi.trim().parse()?),
+                warmup: Duration::from_secs(warmup),
+                sample: Duration::from_secs(sample),
+            };
+            let whos = who
+                .split(',')
+                .map(|w| match w.trim() {
+                    "ours" => Ok(Who::Ours),
+                    "kube" => Ok(Who::Kube),
+                    other => bail!("unknown scheduler {other:?}: ours or kube"),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            rt.block_on(sustained::compare(&scheduler, nodes, &stream, &whos, logs))
+        }
         Cmd::Compare { scheduler, sizes, timeout, null_concurrency, logs } => {
             let nulls = null_concurrency.split(',').map(|c| c.trim().parse()).collect::<Result<Vec<usize>, _>>()?;
             rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &nulls, logs))
@@ -212,7 +269,7 @@ async fn compare(
     Ok(())
 }
 
-fn start(plane: &ControlPlane, scheduler: &PathBuf, who: Who, dra: bool) -> Result<Process> {
+pub(crate) fn start(plane: &ControlPlane, scheduler: &PathBuf, who: Who, dra: bool) -> Result<Process> {
     let config = json!({
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
