@@ -232,9 +232,10 @@ impl Cache {
     /// Removes a pod (deleted, or finished).
     pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
         self.unreserve(key);
-        for list in self.orphans.values_mut() {
+        self.orphans.retain(|_, list| {
             list.retain(|p| p.key() != key);
-        }
+            !list.is_empty()
+        });
         let st = self.pods.remove(key)?;
         self.unplace(key, &st.node)
     }

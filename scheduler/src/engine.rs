@@ -221,6 +221,7 @@ impl Engine {
 
     /// Removes a placed pod (deleted, evicted, finished) and tells the pods it kept out.
     pub fn remove_pod(&mut self, key: &str, now: Instant) -> Option<Arc<PodInfo>> {
+        self.waiting.remove(key);
         let gone = self.cache.remove_pod(key)?;
         self.on_event(ClusterEvent::PodDeleted(gone.clone()), now);
         Some(gone)

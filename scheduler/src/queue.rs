@@ -222,6 +222,21 @@ impl SchedulingQueue {
         self.backoff.push(key, Reverse(now + self.backoff_for(attempts)));
     }
 
+    /// Pods taken from the queue whose cycle has not ended.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// [`SchedulingQueue::requeue`] for a pod the queue still holds (parked after its
+    /// cycle): a pod deleted meanwhile is not brought back. Returns whether it was.
+    pub fn requeue_if_queued(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Instant) -> bool {
+        if !self.pods.contains_key(&pod.key()) {
+            return false;
+        }
+        self.requeue(pod, attempts, now);
+        true
+    }
+
     /// Backoff after `attempts` failed attempts: 1 s doubling up to 10 s by default.
     pub fn backoff_for(&self, attempts: u32) -> Duration {
         let shift = attempts.saturating_sub(1).min(20);
@@ -355,6 +370,23 @@ mod tests {
         let mut p = PodBuilder::new(name).priority(priority).info();
         p.created_nanos = created;
         Arc::new(p)
+    }
+
+    #[test]
+    fn a_pod_deleted_while_its_report_was_written_is_not_brought_back() {
+        let mut q = SchedulingQueue::default();
+        let t0 = Instant::now();
+        q.add(pod("p", 0, 1), t0);
+        let popped = q.pop(t0).unwrap();
+        q.unschedulable("default/p", vec!["NodeResourcesFit"], t0, &|_, _, _| false);
+        // Still parked: a retry after preemption or a failed PostFilter write puts it back.
+        assert!(q.requeue_if_queued(popped.pod.clone(), 1, t0));
+        assert_eq!(q.lengths().backoff, 1);
+        // Deleted (the watch said so) before the retry came: it stays gone.
+        q.delete("default/p");
+        assert!(!q.requeue_if_queued(popped.pod, 1, t0));
+        assert_eq!(q.lengths(), QueueLengths::default());
+        assert!(!q.contains("default/p"));
     }
 
     #[test]

@@ -449,9 +449,6 @@ pub struct ClaimWrite {
     /// The claim as assumed: its API object carries the new status (and finalizer) and
     /// the resource version it was assumed over.
     pub claim: Arc<Claim>,
-    /// The assumption this one replaced (another pod's, not yet written), restored if
-    /// this one is dropped.
-    pub previous: Option<Arc<Claim>>,
     /// The finalizer is to be added first.
     pub add_finalizer: bool,
     /// The scheduler allocated the claim (it was not allocated before).

@@ -104,15 +104,30 @@ pub fn held_devices(allocation: &api::AllocationResult) -> impl Iterator<Item = 
         .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
 }
 
+/// The assumptions about one claim.
+#[derive(Debug, Clone)]
+struct Assumed {
+    /// One a pod whose Reserve built it, oldest first; never empty.
+    layers: Vec<Arc<Claim>>,
+    /// The newest version a write of this key returned.
+    written: Option<u64>,
+}
+
+impl Assumed {
+    fn effective(&self) -> Option<&Arc<Claim>> {
+        self.layers.last()
+    }
+}
+
 /// ResourceClaims, ResourceSlices, DeviceClasses and ResourceClaimTemplates, with
 /// assumed allocations.
 #[derive(Debug, Clone, Default)]
 pub struct DraState {
     claims: HashMap<Key, Arc<Claim>>,
-    /// Claims as Reserve assumed them, with the resource version the API server gave the
-    /// write (`None` while it is in flight): the assumption holds until the watch shows
-    /// that version or a newer one.
-    assumed: HashMap<Key, (Arc<Claim>, Option<u64>)>,
+    /// Claims as Reserve assumed them, one layer a pod (the last in effect, each built on
+    /// the ones before it), with the resource version the API server gave a write (`None`
+    /// while none returned): the assumption holds until the watch shows that version.
+    assumed: HashMap<Key, Assumed>,
     slices: HashMap<Key, Arc<Slice>>,
     classes: HashMap<Key, Arc<DeviceClass>>,
     templates: HashMap<Key, Arc<api::ResourceClaimTemplate>>,
@@ -152,6 +167,11 @@ impl ReachCache {
         if map.get(node).is_some_and(|(v, _)| *v > version) {
             return;
         }
+        // Entries of older slice versions are never read again (deleted nodes' among
+        // them): the first entry of a newer version clears them.
+        if map.values().next().is_some_and(|(v, _)| *v < version) {
+            map.retain(|_, (v, _)| *v >= version);
+        }
         map.insert(node.into(), (version, devices));
     }
 }
@@ -182,7 +202,7 @@ impl DraState {
         if self.assumed.is_empty() {
             return self.claims.get(key);
         }
-        self.assumed.get(key).map(|(c, _)| c).or_else(|| self.claims.get(key))
+        self.assumed.get(key).and_then(Assumed::effective).or_else(|| self.claims.get(key))
     }
 
     /// A claim as the API server last said, ignoring assumptions.
@@ -192,7 +212,7 @@ impl DraState {
 
     /// Every claim, as assumed.
     pub fn claims(&self) -> impl Iterator<Item = &Arc<Claim>> {
-        self.claims.iter().map(|(k, c)| self.assumed.get(k).map(|(a, _)| a).unwrap_or(c))
+        self.claims.iter().map(|(k, c)| self.assumed.get(k).and_then(Assumed::effective).unwrap_or(c))
     }
 
     /// A DeviceClass by name.
@@ -286,7 +306,7 @@ impl DraState {
         let key: Key = claim.key().into();
         let before = self.claim(&key).cloned();
         let version = resource_version(&claim.resource_version);
-        if self.assumed.get(&key).is_some_and(|(_, written)| written.is_some_and(|w| version >= w)) {
+        if self.assumed.get(&key).is_some_and(|a| a.written.is_some_and(|w| version >= w)) {
             self.assumed.remove(&key);
         }
         let old = self.claims.insert(key.clone(), Arc::new(claim));
@@ -308,7 +328,12 @@ impl DraState {
     pub fn assume(&mut self, claim: Arc<Claim>) {
         let key: Key = claim.key().into();
         let before = self.claim(&key).cloned();
-        self.assumed.insert(key.clone(), (claim, None));
+        match self.assumed.get_mut(&key) {
+            Some(a) => a.layers.push(claim),
+            None => {
+                self.assumed.insert(key.clone(), Assumed { layers: vec![claim], written: None });
+            }
+        }
         self.swap_effective(&key, before);
     }
 
@@ -318,15 +343,14 @@ impl DraState {
     /// shows that version (at once, if it already has).
     pub fn written(&mut self, assumed: &Arc<Claim>, version: u64) {
         let key = assumed.key();
-        let Some((_, written)) = self.assumed.get_mut(key.as_str()) else { return };
-        *written = Some(written.map_or(version, |w| w.max(version)));
+        let Some(a) = self.assumed.get_mut(key.as_str()) else { return };
+        a.written = Some(a.written.map_or(version, |w| w.max(version)));
         self.drop_if_seen(&key);
     }
 
     /// Drops the key's assumption if the watch already shows the version it waits for.
     fn drop_if_seen(&mut self, key: &str) {
-        let Some((_, Some(version))) = self.assumed.get(key) else { return };
-        let version = *version;
+        let Some(version) = self.assumed.get(key).and_then(|a| a.written) else { return };
         if self.claims.get(key).is_some_and(|c| resource_version(&c.resource_version) >= version) {
             let before = self.claim(key).cloned();
             self.assumed.remove(key);
@@ -334,20 +358,17 @@ impl DraState {
         }
     }
 
-    /// Drops an assumption, if it is still the one given (a newer one is left alone),
-    /// going back to the one it replaced, if any.
-    pub fn restore(&mut self, assumed: &Arc<Claim>, previous: Option<Arc<Claim>>) {
+    /// Drops one pod's assumption, wherever it is among the key's layers: the ones built
+    /// on it keep what they hold (each is a whole claim), and with none left the claim is
+    /// as the watch shows it.
+    pub fn restore(&mut self, assumed: &Arc<Claim>) {
         let key = assumed.key();
-        let Some((current, written)) = self.assumed.get(key.as_str()).cloned() else { return };
-        if !Arc::ptr_eq(&current, assumed) {
-            return;
-        }
+        let Some(a) = self.assumed.get(key.as_str()) else { return };
+        let Some(i) = a.layers.iter().position(|l| Arc::ptr_eq(l, assumed)) else { return };
         let before = self.claim(&key).cloned();
-        match previous {
-            Some(p) => {
-                self.assumed.insert(key.as_str().into(), (p, written));
-            }
-            None => {
+        if let Some(a) = self.assumed.get_mut(key.as_str()) {
+            a.layers.remove(i);
+            if a.layers.is_empty() {
                 self.assumed.remove(key.as_str());
             }
         }

@@ -599,7 +599,7 @@ fn claims_held_by_allocations_are_counted_once_per_claim() {
     let assumed = Arc::new(Claim { name: "c".into(), ..held("c") });
     st.assume(assumed.clone());
     assert_eq!(st.holders(&id), 1);
-    st.restore(&assumed, None);
+    st.restore(&assumed);
     assert_eq!(st.holders(&id), 0);
 }
 
@@ -672,14 +672,60 @@ fn a_shared_claims_chained_assumptions_end_with_the_first_write() {
         st.written(&first, 12);
         if restore_first {
             // The second's write conflicted before the watch showed the first's version.
-            st.restore(&second, Some(first.clone()));
+            st.restore(&second);
         }
         st.upsert_claim(version("11", &[]));
         assert!(st.is_assumed("default/c"), "the finalizer's version ends nothing");
         st.upsert_claim(version("12", &["a"]));
         assert!(!st.is_assumed("default/c"), "restore first: {restore_first}");
-        st.restore(&second, Some(first.clone()));
+        st.restore(&second);
         assert!(!st.is_assumed("default/c"));
         assert_eq!(st.claim("default/c").map(|c| c.resource_version.clone()).as_deref(), Some("12"));
     }
+}
+
+/// Two pods share a claim and both give up (in either order, with or without a write
+/// having returned): no assumption of either is left behind to hold the device.
+#[test]
+fn chained_assumptions_of_pods_that_gave_up_leave_nothing_behind() {
+    let claim = |rv: &str, consumers: &[&str], allocated: bool| {
+        let reserved: Vec<_> =
+            consumers.iter().map(|p| json!({"resource": "pods", "name": p, "uid": format!("uid-{p}")})).collect();
+        let mut c = json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": rv}, "spec": {}});
+        if allocated {
+            c["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "r", "driver": "d", "pool": "p", "device": "x"}]}}, "reservedFor": reserved});
+        }
+        Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("parse")
+    };
+    let id = DeviceId::new("d", "p", "x");
+    for first_gives_up_first in [true, false] {
+        let mut st = DraState::default();
+        st.upsert_claim(claim("10", &[], false));
+        let a = Arc::new(claim("10", &["a"], true));
+        st.assume(a.clone());
+        let b = Arc::new(claim("10", &["a", "b"], true));
+        st.assume(b.clone());
+        let order = if first_gives_up_first { [&a, &b] } else { [&b, &a] };
+        st.restore(order[0]);
+        assert!(st.is_assumed("default/c"), "the other pod's assumption still holds");
+        assert_eq!(st.holders(&id), 1);
+        st.restore(order[1]);
+        assert!(!st.is_assumed("default/c"), "a first gives up first: {first_gives_up_first}");
+        assert_eq!(st.holders(&id), 0);
+    }
+    // The first pod's write returned before the second built on it, and the second gave
+    // up: what is left ends once the watch shows the first's write.
+    let mut st = DraState::default();
+    st.upsert_claim(claim("10", &[], false));
+    let a = Arc::new(claim("10", &["a"], true));
+    st.assume(a.clone());
+    st.written(&a, 12);
+    let b = Arc::new(claim("10", &["a", "b"], true));
+    st.assume(b.clone());
+    st.restore(&b);
+    assert!(st.is_assumed("default/c"));
+    st.upsert_claim(claim("12", &["a"], true));
+    assert!(!st.is_assumed("default/c"));
+    assert_eq!(st.holders(&id), 1);
 }

@@ -158,7 +158,9 @@ pub async fn bind<H: Host>(host: &H, req: &BindRequest) -> Finished {
             Finished::Gone
         }
         BindOutcome::Failed(message) => {
-            let requeued = give_up(host, req, Requeue::Always);
+            // Retried only while still assumed: a pod deleted meanwhile, or whose bind
+            // landed after all (the watch showed it bound), is not put back.
+            let requeued = give_up(host, req, Requeue::IfForgotten);
             Finished::Failed { step: "Bind", message, requeued }
         }
     }
@@ -177,8 +179,6 @@ pub async fn run<H: Host>(host: &H, req: &BindRequest) -> Finished {
 pub enum Requeue {
     /// Back to the queue (with backoff) if it was still assumed.
     IfForgotten,
-    /// Back to the queue whatever the cache held.
-    Always,
     /// Out of the queue (the pod is gone).
     Delete,
     /// Neither: the watch or the next scheduler decides.
@@ -195,7 +195,6 @@ pub fn give_up<H: Host>(host: &H, req: &BindRequest, requeue: Requeue) -> bool {
         let forgotten = e.forget(&key, now);
         let again = match requeue {
             Requeue::IfForgotten => forgotten.is_some(),
-            Requeue::Always => true,
             Requeue::Delete => {
                 e.queue.delete(&key);
                 false

@@ -130,7 +130,8 @@ impl Cycler {
         if placed.len() >= need {
             let mut reserved: Vec<(Attempt, String, Arc<PodInfo>)> = Vec::new();
             let mut refused = None;
-            for (attempt, node) in placed {
+            let mut placed = placed.into_iter();
+            for (attempt, node) in placed.by_ref() {
                 let profile = &self.profiles[attempt.profile];
                 match engine.reserve(&attempt.queued.pod, &node, profile, now) {
                     Ok(info) => reserved.push((attempt, node, info)),
@@ -147,10 +148,16 @@ impl Cycler {
                 // The cluster changed since the members were placed: undo the group's
                 // assumptions and retry every member after backoff.
                 let message = format!("pod group {group:?}: {message}");
-                let rest =
-                    reserved.into_iter().map(|(a, ..)| a).chain([attempt]).chain(failed.into_iter().map(|(a, ..)| a));
+                // Every member is retried: those reserved, the refused one, those not
+                // reached yet and those that did not fit.
+                let rest = reserved
+                    .into_iter()
+                    .map(|(a, ..)| a)
+                    .chain([attempt])
+                    .chain(placed.map(|(a, _)| a))
+                    .chain(failed.into_iter().map(|(a, ..)| a));
                 for attempt in rest.collect::<Vec<_>>() {
-                    engine.cache.forget(&attempt.queued.pod.key());
+                    engine.forget(&attempt.queued.pod.key(), now);
                     cycles.push(self.retry(engine, attempt, message.clone(), now));
                 }
                 return cycles;
@@ -159,7 +166,7 @@ impl Cycler {
                 let key = attempt.queued.pod.key();
                 if !engine.queue.contains(&key) {
                     // Deleted while the group was decided.
-                    engine.cache.forget(&key);
+                    engine.forget(&key, now);
                     cycles.push(self.ended(attempt, None));
                     continue;
                 }
@@ -299,6 +306,13 @@ pub struct GroupPlan {
     placed: Vec<(Attempt, String)>,
     failed: Vec<(Attempt, String, Vec<&'static str>)>,
     preemptions: Option<Vec<Preempted>>,
+}
+
+impl GroupPlan {
+    /// The members placed, as (pod name, node), in the order they are assumed.
+    pub fn placed(&self) -> Vec<(String, String)> {
+        self.placed.iter().map(|(a, node)| (a.queued.pod.name.clone(), node.clone())).collect()
+    }
 }
 
 /// Places a member on node `i` of a scratch snapshot, as Reserve would in the cache: its

@@ -361,7 +361,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                                 && preempt::evict(c, s.clone(), r, pod.clone(), p).await > 0
                             {
                                 // Retry the pod soon, as kube-scheduler activates it.
-                                s.lock().engine.queue.requeue(pod, 1, Instant::now());
+                                s.lock().engine.queue.requeue_if_queued(pod, 1, Instant::now());
                                 s.wake();
                             }
                         });
@@ -400,7 +400,7 @@ async fn release(client: Client, shared: Arc<Shared>, pod: &Arc<PodInfo>, writes
         host.shared.limiter.until_ready().await;
         if let Err(error) = crate::binding::ClusterApi::write(&host, w).await {
             warn!(pod = %pod.key(), %error, "PostFilter write failed; retrying the pod");
-            host.shared.lock().engine.queue.requeue(pod.clone(), 1, Instant::now());
+            host.shared.lock().engine.queue.requeue_if_queued(pod.clone(), 1, Instant::now());
             host.shared.wake();
             return;
         }
@@ -579,6 +579,52 @@ mod tests {
         shared.stopping.store(true, Ordering::SeqCst);
         shared.wake();
         thread.join().unwrap();
+    }
+
+    /// The cluster changes while a group is decided so that its second member can no
+    /// longer be assumed (the watch shows it bound elsewhere): every other member, those
+    /// after it included, goes back to the queue; none is left taken from the queue.
+    #[test]
+    fn a_group_refused_half_way_puts_every_other_member_back() {
+        let profile = Profile { scheduler_name: "custom-scheduler".into(), ..Default::default() };
+        let mut engine = Engine::new(vec![profile]);
+        engine.groups.upsert("default/train".into(), crate::gang::PodGroupSpec::with_min(4));
+        let mut cycler = Cycler::new(&engine, 1);
+        let mut st = State::new(engine);
+        let now = Instant::now();
+        for i in 0..2 {
+            st.engine.cache.upsert_node(NodeInfo::from_node(&NodeBuilder::new(&format!("n{i}")).build()).unwrap());
+        }
+        let member = |i: usize| {
+            PodBuilder::new(&format!("worker-{i}"))
+                .scheduler("custom-scheduler")
+                .label(crate::gang::POD_GROUP_LABEL, "train")
+                .started(i64::try_from(i).unwrap())
+        };
+        for i in 0..4 {
+            st.apply_pod(&member(i).build(), now);
+        }
+        let Some(Ok(attempt)) = cycler.begin(&mut st.engine, now) else { panic!("nothing to schedule") };
+        let (group, spec) = st.engine.groups.gang_of(&attempt.queued.pod).unwrap();
+        let Ok(members) = cycler.begin_group(&mut st.engine, attempt, &group, &spec, now) else {
+            panic!("the group was parked")
+        };
+        let plan = cycler.evaluate_group(members);
+        assert_eq!(plan.placed().len(), 4);
+        let second = plan.placed()[1].0.clone();
+        let mut bound = member(second[7..].parse().unwrap()).build();
+        bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+        st.apply_pod(&bound, now);
+        let cycles = cycler.finish_group(&mut st.engine, plan, now);
+        assert!(cycles.iter().all(|c| !matches!(c.outcome, crate::engine::Outcome::Scheduled { .. })));
+        let others: Vec<String> =
+            (0..4).map(|i| format!("default/worker-{i}")).filter(|k| !k.ends_with(&second)).collect();
+        for key in &others {
+            assert!(st.engine.queue.contains(key), "{key} was dropped");
+            assert_eq!(st.engine.cache.node_of(key), None, "{key} is still assumed");
+        }
+        assert_eq!(st.engine.queue.lengths().backoff, 3);
+        assert_eq!(st.engine.queue.in_flight(), 0, "a member was left taken from the queue");
     }
 
     #[test]

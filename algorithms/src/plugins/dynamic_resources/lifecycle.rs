@@ -25,12 +25,7 @@ pub struct Reservation {
     pub writes: Vec<ClaimWrite>,
 }
 
-fn assumed(
-    claim: &Arc<Claim>,
-    previous: Option<Arc<Claim>>,
-    allocation: Option<api::AllocationResult>,
-    pod: &PodInfo,
-) -> ClaimWrite {
+fn assumed(claim: &Arc<Claim>, allocation: Option<api::AllocationResult>, pod: &PodInfo) -> ClaimWrite {
     let mut object = (*claim.api).clone();
     let allocated = allocation.is_some();
     let finalizers = object.metadata.finalizers.get_or_insert_with(Vec::new);
@@ -50,7 +45,7 @@ fn assumed(
     });
     let parsed =
         Claim::from_api(&object).unwrap_or_else(|_| Claim { api: Arc::new(object.clone()), ..(**claim).clone() });
-    ClaimWrite { claim: Arc::new(parsed), previous, add_finalizer, allocated }
+    ClaimWrite { claim: Arc::new(parsed), add_finalizer, allocated }
 }
 
 impl ReservePlugin for DynamicResources {
@@ -84,8 +79,7 @@ impl ReservePlugin for DynamicResources {
             } else {
                 None
             };
-            let previous = objects.dra.is_assumed(&claim.key()).then(|| claim.clone());
-            reservation.writes.push(assumed(&claim, previous, allocation, pod));
+            reservation.writes.push(assumed(&claim, allocation, pod));
         }
         if reservation.writes.is_empty() {
             return Ok(None);
@@ -99,7 +93,7 @@ impl ReservePlugin for DynamicResources {
     fn unreserve(&self, objects: &mut ClusterObjects, _key: &str, reserved: &Reserved) {
         if let Some(r) = reserved.downcast_ref::<Reservation>() {
             for w in r.writes.iter().rev() {
-                objects.dra.restore(&w.claim, w.previous.clone());
+                objects.dra.restore(&w.claim);
             }
         }
     }

@@ -42,7 +42,7 @@ impl PostFilterPlugin for DynamicResources {
         }
         match deallocation(pod, snapshot, ev) {
             Some(claim) => {
-                let write = ClaimWrite { claim, previous: None, add_finalizer: false, allocated: false };
+                let write = ClaimWrite { claim, add_finalizer: false, allocated: false };
                 PostFilterResult::Released {
                     message: DEALLOCATED.into(),
                     clear: false,
