@@ -53,7 +53,8 @@ pub struct SchedulerConfiguration {
     /// Scheduling profiles; one default profile when empty.
     #[serde(default)]
     pub profiles: Vec<ProfileConfig>,
-    /// Global share of nodes to score (0 = adaptive); unset evaluates every node.
+    /// Global share of nodes to score; unset, 0 (kube-scheduler's "default") and 100
+    /// evaluate every node.
     #[serde(default)]
     pub percentage_of_nodes_to_score: Option<u32>,
     /// API client settings.
@@ -406,7 +407,8 @@ mod tests {
                 "VolumeZone",
                 "PodTopologySpread",
                 "InterPodAffinity",
-                "DynamicResources"
+                "DynamicResources",
+                "NodeDeclaredFeatures"
             ]
         );
         let scores: Vec<(&str, i64)> = p.scores.iter().map(|s| (s.plugin.name(), s.weight)).collect();
@@ -481,7 +483,7 @@ mod tests {
         );
         let p = c.build_profiles().unwrap().remove(0);
         assert_eq!(p.scores.len(), 1);
-        assert_eq!(p.filters.len(), 13);
+        assert_eq!(p.filters.len(), 14);
     }
 
     #[test]

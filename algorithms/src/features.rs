@@ -11,6 +11,14 @@ pub const DRA_ADMIN_ACCESS: &str = "DRAAdminAccess";
 /// `DRAPrioritizedList` (beta, on): requests may list `firstAvailable` alternatives.
 pub const DRA_PRIORITIZED_LIST: &str = "DRAPrioritizedList";
 
+/// `NodeDeclaredFeatures` (beta, on): pods needing a node feature go only to nodes that
+/// declare it.
+pub const NODE_DECLARED_FEATURES: &str = "NodeDeclaredFeatures";
+
+/// `SchedulerPopFromBackoffQ` (beta, on): with no pod active, a pod backing off after an
+/// unschedulable attempt is retried at once.
+pub const SCHEDULER_POP_FROM_BACKOFF_Q: &str = "SchedulerPopFromBackoffQ";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -20,11 +28,21 @@ pub struct FeatureGates {
     pub dra_admin_access: bool,
     /// `DRAPrioritizedList`.
     pub dra_prioritized_list: bool,
+    /// `NodeDeclaredFeatures`.
+    pub node_declared_features: bool,
+    /// `SchedulerPopFromBackoffQ`.
+    pub pop_from_backoff: bool,
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        FeatureGates { storage_capacity_scoring: false, dra_admin_access: true, dra_prioritized_list: true }
+        FeatureGates {
+            storage_capacity_scoring: false,
+            dra_admin_access: true,
+            dra_prioritized_list: true,
+            node_declared_features: true,
+            pop_from_backoff: true,
+        }
     }
 }
 
@@ -44,6 +62,8 @@ impl FeatureGates {
                 STORAGE_CAPACITY_SCORING => gates.storage_capacity_scoring = on,
                 DRA_ADMIN_ACCESS => gates.dra_admin_access = on,
                 DRA_PRIORITIZED_LIST => gates.dra_prioritized_list = on,
+                NODE_DECLARED_FEATURES => gates.node_declared_features = on,
+                SCHEDULER_POP_FROM_BACKOFF_Q => gates.pop_from_backoff = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }

@@ -14,6 +14,7 @@ pub mod features;
 pub mod framework;
 pub mod labels;
 mod lru;
+pub mod node_features;
 pub mod node_info;
 pub mod objects;
 pub mod plugins;

@@ -47,6 +47,8 @@ pub struct NodeInfo {
     pub taints: Vec<Taint>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
+    /// `status.declaredFeatures`, sorted.
+    pub declared_features: Vec<String>,
     /// Allocatable resources.
     pub allocatable: Resource,
     /// Sum of the requests of the pods on the node.
@@ -97,6 +99,11 @@ impl NodeInfo {
             labels: node.metadata.labels.clone().unwrap_or_default(),
             taints: spec.and_then(|s| s.taints.as_ref()).into_iter().flatten().map(Taint::from_api).collect(),
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            declared_features: {
+                let mut f = node.status.as_ref().and_then(|s| s.declared_features.clone()).unwrap_or_default();
+                f.sort();
+                f
+            },
             allocatable,
             images,
             generation: next_generation(),
@@ -109,6 +116,7 @@ impl NodeInfo {
         self.labels = fresh.labels;
         self.taints = fresh.taints;
         self.unschedulable = fresh.unschedulable;
+        self.declared_features = fresh.declared_features;
         self.allocatable = fresh.allocatable;
         self.images = fresh.images;
         self.generation = next_generation();

@@ -190,6 +190,9 @@ pub struct PodInfo {
     pub started_nanos: Option<i128>,
     /// `status.nominatedNodeName` when set.
     pub nominated_node: Option<String>,
+    /// The node features (`status.declaredFeatures`) the pod needs, as NodeDeclaredFeatures
+    /// infers them from its spec (sorted).
+    pub required_features: Vec<&'static str>,
     /// `metadata.resourceVersion` (empty when unset).
     pub resource_version: String,
     /// The `PodScheduled` condition as last seen: the scheduler writes it only when it
@@ -349,6 +352,7 @@ impl PodInfo {
         info.volumes = crate::volumes::PodVolumes::from_spec(&info.namespace, &info.name, &info.uid, spec);
         info.resource_claims = resource_claims(pod);
         info.labels = labels;
+        info.required_features = crate::node_features::required_by(spec);
         (info.signature, info.signature_key) = signature(spec);
         Ok(info)
     }
@@ -391,6 +395,7 @@ fn signature(spec: &core::PodSpec) -> (u64, Arc<str>) {
                     c.image,
                     c.resources,
                     c.restart_policy,
+                    c.restart_policy_rules,
                     c.ports.iter().flatten().filter(|p| p.host_port.is_some()).collect::<Vec<_>>()
                 ])
             })
@@ -406,6 +411,8 @@ fn signature(spec: &core::PodSpec) -> (u64, Arc<str>) {
         spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref()),
         spec.node_name,
         spec.volumes.iter().flatten().filter_map(|v| v.image.as_ref()).collect::<Vec<_>>(),
+        spec.host_network,
+        spec.host_users,
     ]);
     let text = key.to_string();
     let mut h = std::collections::hash_map::DefaultHasher::new();

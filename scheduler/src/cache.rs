@@ -118,6 +118,7 @@ impl Cache {
                 if cur.labels == node.labels
                     && cur.taints == node.taints
                     && cur.unschedulable == node.unschedulable
+                    && cur.declared_features == node.declared_features
                     && cur.allocatable == node.allocatable
                     && cur.images == node.images
                 {

@@ -11,7 +11,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum ConfigFileError {
     /// Unreadable file.
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Read {
         /// Path.
         path: String,
@@ -28,7 +28,7 @@ pub enum ConfigFileError {
         message: String,
     },
     /// Semantically invalid.
-    #[error("invalid configuration {path}: {source}")]
+    #[error("invalid configuration {path}")]
     Invalid {
         /// Path.
         path: String,

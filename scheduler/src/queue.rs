@@ -56,6 +56,11 @@ pub struct SchedulingQueue {
     /// Events seen while pods were in flight, numbered from `events_seen`.
     recent: VecDeque<(u64, ClusterEvent)>,
     events_seen: u64,
+    /// `SchedulerPopFromBackoffQ`: with nothing active, a pod backing off after an
+    /// unschedulable attempt is taken at once.
+    pop_from_backoff: bool,
+    /// Backoff ends are compared in whole seconds from here when popping early.
+    epoch: Instant,
 }
 
 /// Pod counts per sub-queue.
@@ -89,7 +94,14 @@ impl SchedulingQueue {
             in_flight: HashMap::new(),
             recent: VecDeque::new(),
             events_seen: 0,
+            pop_from_backoff: true,
+            epoch: Instant::now(),
         }
+    }
+
+    /// Turns `SchedulerPopFromBackoffQ` (beta, on by default) on or off.
+    pub fn set_pop_from_backoff(&mut self, on: bool) {
+        self.pop_from_backoff = on;
     }
 
     fn order(&mut self, pod: &PodInfo) -> Order {
@@ -166,7 +178,10 @@ impl SchedulingQueue {
     /// The pod stays known to the queue (in flight) until `done`, `unschedulable` or `error`.
     pub fn pop(&mut self, now: Instant) -> Option<QueuedPod> {
         self.flush_backoff(now);
-        let (key, _) = self.active.pop()?;
+        let key = match self.active.pop() {
+            Some((key, _)) => key,
+            None => self.early_from_backoff()?,
+        };
         let q = self.pods.get_mut(&key)?;
         q.attempts += 1;
         let popped = q.clone();
@@ -205,8 +220,11 @@ impl SchedulingQueue {
 
     /// An error (e.g. a failed bind): retry after the pod's backoff.
     pub fn error(&mut self, key: &str, now: Instant) {
-        if let Some(q) = self.pods.get(key) {
-            let at = now + self.backoff_for(q.attempts);
+        if let Some(q) = self.pods.get_mut(key) {
+            // It backs off as an error, not as unschedulable.
+            q.rejected_by.clear();
+            let attempts = q.attempts;
+            let at = now + self.backoff_for(attempts);
             self.backoff.push(key.to_string(), Reverse(at));
         }
         self.land(key);
@@ -309,6 +327,29 @@ impl SchedulingQueue {
         }
     }
 
+    /// With nothing active, the pod kube-scheduler's `SchedulerPopFromBackoffQ` takes from
+    /// backoff before its time: one whose last attempt found it unschedulable (a pod
+    /// backing off after an error waits its backoff out), earliest backoff end in whole
+    /// seconds first, then as activeQ orders (priority, then age). It leaves backoff.
+    fn early_from_backoff(&mut self) -> Option<String> {
+        if !self.pop_from_backoff {
+            return None;
+        }
+        let epoch = self.epoch;
+        let key = self
+            .backoff
+            .iter()
+            .filter_map(|(k, Reverse(at))| {
+                let q = self.pods.get(k).filter(|q| !q.rejected_by.is_empty())?;
+                let window = at.saturating_duration_since(epoch).as_secs();
+                Some(((window, Reverse(q.pod.priority), q.pod.created_nanos, k.as_str()), k))
+            })
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, k)| k.clone())?;
+        self.backoff.remove(&key);
+        Some(key)
+    }
+
     /// When the earliest backoff ends, if any pod is backing off.
     pub fn next_backoff(&self) -> Option<Instant> {
         self.backoff.peek().map(|(_, Reverse(at))| *at)
@@ -370,6 +411,43 @@ mod tests {
         let mut p = PodBuilder::new(name).priority(priority).info();
         p.created_nanos = created;
         Arc::new(p)
+    }
+
+    #[test]
+    fn with_nothing_active_an_unschedulable_pod_backing_off_is_popped_at_once() {
+        let t0 = Instant::now();
+        let helps = |_: &PodInfo, _: &str, _: &ClusterEvent| true;
+        let event = || ClusterEvent::NodeAdded(Arc::new(algorithms::NodeInfo::default()));
+        for gate in [true, false] {
+            let mut q = SchedulingQueue::default();
+            q.set_pop_from_backoff(gate);
+            // Three pods fail: two as unschedulable (then an event moves them to backoff),
+            // one with an error.
+            for (name, priority) in [("low", 0), ("high", 10), ("broken", 100)] {
+                q.add(pod(name, priority, 1), t0);
+            }
+            for _ in 0..3 {
+                let p = q.pop(t0).unwrap();
+                match p.pod.name.as_str() {
+                    "broken" => q.error("default/broken", t0),
+                    name => q.unschedulable(&format!("default/{name}"), vec!["NodeResourcesFit"], t0, &helps),
+                }
+            }
+            assert_eq!(q.on_event(event(), t0, &helps), 2);
+            assert_eq!(q.lengths().backoff, 3);
+            let popped: Vec<String> = std::iter::from_fn(|| q.pop(t0).map(|p| p.pod.name.clone())).collect();
+            if gate {
+                // Same backoff window: the higher priority first; the erroring pod waits.
+                assert_eq!(popped, ["high", "low"]);
+                assert_eq!(q.lengths().backoff, 1);
+            } else {
+                assert!(popped.is_empty(), "{popped:?}");
+                assert_eq!(q.lengths().backoff, 3);
+            }
+            // Once the backoff is over the erroring pod goes as always.
+            let later = t0 + Duration::from_secs(11);
+            assert!(q.pop(later).is_some());
+        }
     }
 
     #[test]
@@ -467,6 +545,8 @@ mod tests {
     fn moved_pods_still_back_off() {
         let t0 = Instant::now();
         let mut q = SchedulingQueue::default();
+        // The backoff itself (with nothing active, SchedulerPopFromBackoffQ would take it).
+        q.set_pop_from_backoff(false);
         q.add(pod("p", 0, 0), t0);
         q.pop(t0);
         q.unschedulable("default/p", vec!["TaintToleration"], t0, &deletions_help_fit);

@@ -277,3 +277,22 @@ fn simulate_and_explain_read_dra_objects_from_a_dump() {
     assert_eq!(e["failedNodes"]["n-b"]["plugin"], "DynamicResources");
     assert_eq!(e["failedNodes"]["n-b"]["reasons"], serde_json::json!(["cannot allocate all claims"]));
 }
+
+#[test]
+fn a_configuration_error_is_told_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n\
+         - schedulerName: custom-scheduler\n  plugins:\n    multiPoint:\n      enabled:\n      - name: NodeMagic\n",
+    )
+    .unwrap();
+    for mode in ["run", "simulate"] {
+        let out = bin().args([mode, "--config", path.to_str().unwrap()]).output().unwrap();
+        assert!(!out.status.success(), "{mode}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.matches("unknown plugin \"NodeMagic\"").count(), 1, "{mode}: {stderr}");
+        assert!(stderr.contains("config.yaml"), "{mode}: {stderr}");
+    }
+}

@@ -124,12 +124,14 @@ impl Evaluation {
 /// How many feasible nodes to look for, as kube-scheduler's `numFeasibleNodesToFind`.
 pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
     const MIN_NODES: usize = 100;
-    let Some(pct) = percentage.filter(|p| *p < 100) else { return all };
+    // 0 is kube-scheduler's "the scheduler's default", which here is every node (it is
+    // what kube-scheduler writes into its own configuration file, so that file must not
+    // turn sampling on).
+    let Some(pct) = percentage.filter(|p| *p > 0 && *p < 100) else { return all };
     if all < MIN_NODES {
         return all;
     }
-    let pct = if pct == 0 { (50 - (all / 125) as i64).max(5) as usize } else { pct as usize };
-    (all * pct / 100).max(MIN_NODES)
+    (all * pct as usize / 100).max(MIN_NODES)
 }
 
 /// Runs the filters on one node; the first failing one's status, named. Detail strings
@@ -592,12 +594,12 @@ mod tests {
     }
 
     #[test]
-    fn nodes_to_find_follows_the_adaptive_percentage() {
+    fn nodes_to_find_follows_the_percentage_with_a_floor_of_100_nodes() {
         assert_eq!(nodes_to_find(None, 5000), 5000);
         assert_eq!(nodes_to_find(Some(0), 50), 50);
-        assert_eq!(nodes_to_find(Some(0), 5000), 500);
-        assert_eq!(nodes_to_find(Some(0), 1000), 420);
-        assert_eq!(nodes_to_find(Some(0), 10000), 500);
+        assert_eq!(nodes_to_find(Some(0), 5000), 5000, "0 is the default: every node");
+        assert_eq!(nodes_to_find(Some(20), 1000), 200);
+        assert_eq!(nodes_to_find(Some(10), 5000), 500);
         assert_eq!(nodes_to_find(Some(10), 500), 100);
         assert_eq!(nodes_to_find(Some(100), 500), 500);
     }

@@ -11,6 +11,7 @@ use super::dynamic_resources::{self, DynamicResources};
 use super::image_locality::{self, ImageLocality};
 use super::inter_pod_affinity::{self, InterPodAffinity};
 use super::node_affinity::{self, NodeAffinity};
+use super::node_declared_features::{self, NodeDeclaredFeatures};
 use super::node_name::{self, NodeName};
 use super::node_ports::{self, NodePorts};
 use super::node_resources_fit::{self, NodeResourcesFit};
@@ -40,6 +41,7 @@ pub const DEFAULT_FILTERS: &[&str] = &[
     pod_topology_spread::NAME,
     inter_pod_affinity::NAME,
     dynamic_resources::NAME,
+    node_declared_features::NAME,
 ];
 
 /// The filters that read claims, volumes and CSI objects: only a scheduler that watches
@@ -169,6 +171,7 @@ pub fn build(name: &str, args: Option<&serde_json::Value>, gates: FeatureGates) 
     Ok(match name {
         node_unschedulable::NAME => Built::filter(NodeUnschedulable),
         node_name::NAME => Built::filter(NodeName),
+        node_declared_features::NAME => Built::filter(NodeDeclaredFeatures { enabled: gates.node_declared_features }),
         node_ports::NAME => Built::filter(NodePorts),
         taint_toleration::NAME => both(TaintToleration),
         node_affinity::NAME => both(NodeAffinity::new(&parse(name, args)?)),

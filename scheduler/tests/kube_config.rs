@@ -1,0 +1,122 @@
+//! kube-scheduler v1.36.2's own configuration (`kube-scheduler --write-config-to`), its
+//! profile renamed, is accepted by `simulate`, `extender` and `run`, with the placements
+//! they make without a configuration. The kube-scheduler binary comes from `KUBE_ASSETS`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use algorithms::builders::{NodeBuilder, PodBuilder};
+use serde_json::Value;
+use testing::api;
+
+const DUMP: &str = "tests/data/cluster-dump.yaml";
+
+/// kube-scheduler's configuration as it writes it, as YAML text, with its profile named
+/// `custom-scheduler`; `None` when the binaries are not configured outside CI.
+fn kube_config(test: &str, dir: &Path) -> Option<(PathBuf, Value)> {
+    let assets = testing::assets_or_skip(test)?;
+    let written = dir.join("kube-scheduler-config.yaml");
+    let out = Command::new(assets.kube_scheduler())
+        // It writes the configuration and exits before it would connect to anything.
+        .arg("--master=https://127.0.0.1:1")
+        // No serving port: tests running side by side would compete for the default one.
+        .arg("--secure-port=0")
+        .arg(format!("--write-config-to={}", written.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kube-scheduler --write-config-to: {}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(text.contains("NodeDeclaredFeatures") && text.contains("placementScore"), "{text}");
+    let renamed = text.replace("schedulerName: default-scheduler", "schedulerName: custom-scheduler");
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, &renamed).unwrap();
+    Some((path, serde_yaml::from_str(&renamed).unwrap()))
+}
+
+fn simulate(args: &[&str]) -> Value {
+    let out = Command::new(realapi::BIN).arg("simulate").args(args).args(["--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "simulate {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn simulate_and_the_extender_accept_kube_schedulers_own_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((config, _)) =
+        kube_config("simulate_and_the_extender_accept_kube_schedulers_own_configuration", dir.path())
+    else {
+        return;
+    };
+    let config = config.to_str().unwrap();
+    for cluster in [&["--cluster", DUMP][..], &[][..]] {
+        let plain = simulate(cluster);
+        let with = simulate(&[cluster, &["--config", config]].concat());
+        assert_eq!(with["placements"], plain["placements"], "{cluster:?}");
+        assert_eq!(with["failures"], plain["failures"], "{cluster:?}");
+        assert!(plain["scheduled"].as_u64().unwrap() > 0);
+    }
+
+    // The extender starts with it and answers.
+    let port = testing::free_port().unwrap();
+    let mut child = Command::new(realapi::BIN)
+        .args(["extender", "--listen", &format!("127.0.0.1:{port}"), "--config", config])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let healthy = rt.block_on(async {
+        for _ in 0..100 {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            if realapi::http_get(addr, "/healthz").await.is_some_and(|b| b.contains("ok")) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    });
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(healthy, "the extender did not come up: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_accepts_kube_schedulers_own_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, config)) = kube_config("run_accepts_kube_schedulers_own_configuration", dir.path()) else {
+        return;
+    };
+    let Some(p) = realapi::plane("run_accepts_kube_schedulers_own_configuration").await else {
+        return;
+    };
+    let client = &p.client;
+    for i in 0..3 {
+        let node = NodeBuilder::new(&format!("node-{i}")).capacity("4", "16Gi", "110").build();
+        api::create_node(client, &node).await.unwrap();
+    }
+    api::create_namespace(client, "cfg").await.unwrap();
+    let pods: Vec<_> = (0..12)
+        .map(|i| {
+            let mut pod = PodBuilder::new(&format!("p-{i}")).scheduler("custom-scheduler").req("500m", "1Gi").build();
+            pod.metadata.namespace = Some("cfg".into());
+            pod
+        })
+        .collect();
+    api::create_pods(client, &pods, 4).await.unwrap();
+    // Its leader election (a Lease in kube-system) and client rate (50/s) included.
+    let ours = realapi::Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+    let bound = api::wait_bound(client, "cfg", 12, Duration::from_secs(60)).await;
+    let errors = testing::check::placement_errors(&api::nodes(client).await.unwrap(), &bound);
+    assert!(errors.is_empty(), "{errors:?}");
+    // Spread by LeastAllocated: four pods a node.
+    let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+    for pod in &bound {
+        *per_node.entry(api::node_of(pod).unwrap().to_string()).or_default() += 1;
+    }
+    assert_eq!(per_node.values().copied().collect::<Vec<_>>(), [4, 4, 4], "{per_node:?}");
+    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    assert!(!log.contains("unknown plugin"), "{log}");
+}
