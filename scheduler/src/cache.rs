@@ -322,6 +322,11 @@ impl Cache {
         self.nodes.len()
     }
 
+    /// Number of assumed pods (placed, binding not confirmed by the watch).
+    pub fn assumed_count(&self) -> usize {
+        self.pods.values().filter(|s| s.assumed).count()
+    }
+
     /// Number of placed pods (bound and assumed).
     pub fn pod_count(&self) -> usize {
         self.pods.len()

@@ -360,6 +360,18 @@ impl SchedulingQueue {
         QueueLengths { active: self.active.len(), backoff: self.backoff.len(), unschedulable: self.unschedulable.len() }
     }
 
+    /// Pods waiting in the unschedulable set, counted by each plugin that rejected them and
+    /// their profile, sorted.
+    pub fn unschedulable_by_plugin(&self) -> Vec<((String, String), usize)> {
+        let mut counts: std::collections::BTreeMap<(String, String), usize> = Default::default();
+        for q in self.unschedulable.keys().filter_map(|k| self.pods.get(k)) {
+            for plugin in &q.rejected_by {
+                *counts.entry((plugin.to_string(), q.pod.scheduler_name.clone())).or_default() += 1;
+            }
+        }
+        counts.into_iter().collect()
+    }
+
     /// Keys of pods in the unschedulable set.
     pub fn unschedulable_keys(&self) -> Vec<String> {
         self.unschedulable.keys().cloned().collect()

@@ -175,6 +175,22 @@ async fn a_mixed_backlog_is_bound_once_each_validly_with_kube_schedulers_events_
     assert_eq!(failed, unschedulable);
     let scheduled = ours.metric("scheduler_schedule_attempts_total", &["result=\"scheduled\""]).await;
     assert_eq!(scheduled as usize, expect_bound, "scheduled attempts");
+    // kube-scheduler's other families, with the values this backlog gives them.
+    let bound_after = ours.metric("scheduler_pod_scheduling_attempts_count", &[]).await;
+    assert_eq!(bound_after as usize, expect_bound, "pods bound, by their attempts");
+    let sli = ours.metric("scheduler_pod_scheduling_sli_duration_seconds_count", &[]).await;
+    assert_eq!(sli as usize, expect_bound);
+    let nodes = api::nodes(client).await.unwrap().len();
+    assert_eq!(ours.metric("scheduler_cache_size", &["type=\"nodes\""]).await as usize, nodes);
+    assert_eq!(ours.metric("scheduler_cache_size", &["type=\"pods\""]).await as usize, expect_bound);
+    // Each waiting pod counts once for every plugin that rejected it (once parked again).
+    api::wait_for("unschedulable pods by plugin", Duration::from_secs(20), || async {
+        let waiting = ours.metric("scheduler_unschedulable_pods", &["profile=\"custom-scheduler\""]).await;
+        (waiting as usize >= unschedulable).then_some(())
+    })
+    .await;
+    assert!(ours.metric("scheduler_preemption_attempts_total", &[]).await as usize >= unschedulable);
+    assert!(ours.metric("scheduler_scheduling_algorithm_duration_seconds_count", &[]).await as usize >= expect_bound);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,8 @@ pub struct BindRequest {
     pub profile: String,
     /// When its scheduling cycle started.
     pub started: Instant,
+    /// When it entered the scheduling queue.
+    pub queued_since: Instant,
 }
 
 /// What the API server said to a Binding.

@@ -37,7 +37,14 @@ fn default_engine() -> (Engine, Cycler) {
 fn schedule(engine: &mut Engine, cycler: &mut Cycler, clock: Instant) -> BindRequest {
     let cycle = cycler.schedule_one(engine, clock).expect("a pod is ready");
     let Outcome::Scheduled { node } = cycle.outcome else { panic!("not scheduled: {:?}", cycle.outcome) };
-    BindRequest { pod: cycle.queued.pod, node, attempts: cycle.queued.attempts, profile: cycle.profile, started: clock }
+    BindRequest {
+        pod: cycle.queued.pod,
+        node,
+        attempts: cycle.queued.attempts,
+        profile: cycle.profile,
+        started: clock,
+        queued_since: clock,
+    }
 }
 
 /// `p` (two CPUs, with the claim) is assumed on the only node; `q` (one CPU) is parked

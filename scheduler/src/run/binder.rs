@@ -208,6 +208,7 @@ async fn report(host: &ApiHost, reporter: &Reporter, req: &BindRequest, finished
                 info!(pod = %key, node = %req.node, ms, "first pod bound");
             }
             shared.metrics.attempt("scheduled", &req.profile, req.started.elapsed().as_secs_f64());
+            shared.metrics.cycle.bound(req.attempts, req.queued_since.elapsed().as_secs_f64());
             reporter.scheduled(&req.pod, &req.node);
         }
         Finished::Conflict => info!(pod = %key, "pod was already bound; leaving it to the watch"),

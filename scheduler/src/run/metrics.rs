@@ -1,5 +1,8 @@
 //! Prometheus metrics with kube-scheduler's names.
 
+mod cycle;
+
+pub use cycle::{AttemptsLabels, CycleMetrics, PluginLabels};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -57,6 +60,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// The event pipeline's counters (`scheduler_events_*`).
     pub events: super::events::Stats,
+    /// Cycles, preemption, the cache and unschedulable pods.
+    pub cycle: CycleMetrics,
 }
 
 fn buckets() -> Histogram {
@@ -105,7 +110,8 @@ impl Default for Metrics {
             "Event keys held for aggregation into series (bounded)",
             events.cache_size.clone(),
         );
-        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader, events }
+        let cycle = CycleMetrics::register(&mut registry);
+        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader, events, cycle }
     }
 }
 

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info_span, warn};
 
 use super::{BindRequest, Shared, Work};
-use crate::engine::{Cycle, Cycler, Engine, Outcome};
+use crate::engine::{Cycle, Cycler, Engine, Nomination, Outcome};
 
 /// The scheduling thread: it holds the state lock to pop a pod and refresh its snapshot,
 /// and again to assume or park it, but not while the plugins run.
@@ -100,7 +100,9 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
         let cycle = match begun {
             Err(cycle) => cycle,
             Ok(attempt) => {
+                let t0 = Instant::now();
                 let ev = cycler.evaluate(&attempt);
+                shared.metrics.cycle.algorithm_duration.observe(t0.elapsed().as_secs_f64());
                 let mut st = shared.lock();
                 let cycle = cycler.finish(&mut st.engine, attempt, ev, Instant::now());
                 if !shared.is_leader() && give_back(&mut st.engine, &cycle, now) {
@@ -132,13 +134,26 @@ fn dispatch(shared: &Shared, work: &mpsc::UnboundedSender<Work>, cycle: Cycle, s
     let pod = cycle.queued.pod.clone();
     match cycle.outcome {
         Outcome::Scheduled { node } => {
-            let req = BindRequest { pod, node, attempts: cycle.queued.attempts, profile: cycle.profile, started };
+            let queued_since = cycle.queued.first_seen;
+            let req = BindRequest {
+                pod,
+                node,
+                attempts: cycle.queued.attempts,
+                profile: cycle.profile,
+                started,
+                queued_since,
+            };
             work.send(Work::Bind(req)).is_ok()
         }
         Outcome::Unschedulable { message, nomination } => {
             debug!(pod = %pod.key(), %message, "unschedulable");
             shared.stats.unschedulable.fetch_add(1, Ordering::Relaxed);
             shared.metrics.attempt("unschedulable", &cycle.profile, cycle.duration.as_secs_f64());
+            // Every unschedulable attempt runs PostFilter, as kube-scheduler counts it.
+            shared.metrics.cycle.preemption_attempts.inc();
+            if let Nomination::Preempted(p) = &nomination {
+                shared.metrics.cycle.preemption_victims.observe(p.victims.len() as f64);
+            }
             work.send(Work::Unschedulable(pod, message, nomination)).is_ok()
         }
         Outcome::Error { message } => {

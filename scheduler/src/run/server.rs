@@ -23,6 +23,9 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         let st = shared.lock();
         let l = st.engine.queue.lengths();
         shared.metrics.queues(l.active, l.backoff, l.unschedulable);
+        let cache = &st.engine.cache;
+        shared.metrics.cycle.cache(cache.node_count(), cache.pod_count(), cache.assumed_count());
+        shared.metrics.cycle.unschedulable(&st.engine.queue.unschedulable_by_plugin());
     }
     ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], shared.metrics.render())
         .into_response()

@@ -336,6 +336,7 @@ fn record(
                 attempts: cycle.queued.attempts,
                 profile: cycle.profile.clone(),
                 started: clock,
+                queued_since: cycle.queued.first_seen,
             };
             match futures::executor::block_on(binding::run(&MemoryHost::new(engine, api, clock), &req)) {
                 Finished::Bound => {
