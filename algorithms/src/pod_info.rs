@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1 as core;
 use thiserror::Error;
 
 use crate::labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, SelectorError, parse_term};
-use crate::requests::{PodRequests, RequestError, pod_requests};
+use crate::requests::{PodRequests, RequestError, pod_requests_with_status};
 use crate::taints::Toleration;
 
 /// A pod that cannot be turned into a `PodInfo`.
@@ -260,7 +260,8 @@ impl PodInfo {
         let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_string());
         let key = format!("{namespace}/{name}");
         let spec = pod.spec.as_ref().ok_or_else(|| PodError::MissingSpec(key.clone()))?;
-        let requests = pod_requests(spec).map_err(|source| PodError::Requests { pod: key.clone(), source })?;
+        let requests =
+            pod_requests_with_status(pod).map_err(|source| PodError::Requests { pod: key.clone(), source })?;
         let labels: Labels = meta.labels.clone().unwrap_or_default();
         let sel_err = |field| {
             let pod = key.clone();

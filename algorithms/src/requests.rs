@@ -144,9 +144,95 @@ pub fn pod_requests(spec: &core::PodSpec) -> Result<PodRequests, RequestError> {
     Ok(PodRequests { requests, non_zero_milli_cpu: non_zero.milli_cpu, non_zero_memory: non_zero.memory })
 }
 
+/// [`pod_requests`] counting, for each container, the larger of its spec and what the
+/// kubelet reports it allocated or actuated (`status.containerStatuses[].allocatedResources`
+/// and `.resources.requests`), as kube-scheduler counts a pod whose in-place resize is
+/// pending or in progress: a node is never overcommitted while a resize is under way.
+pub fn pod_requests_with_status(pod: &core::Pod) -> Result<PodRequests, RequestError> {
+    let Some(spec) = pod.spec.as_ref() else { return Ok(PodRequests::default()) };
+    let Some(status) = pod.status.as_ref() else { return pod_requests(spec) };
+    let statuses: Vec<&core::ContainerStatus> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .filter(|s| s.allocated_resources.is_some() || s.resources.as_ref().is_some_and(|r| r.requests.is_some()))
+        .collect();
+    if statuses.is_empty() {
+        return pod_requests(spec);
+    }
+    let mut spec = spec.clone();
+    for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+        let Some(s) = statuses.iter().find(|s| s.name == c.name) else { continue };
+        let reported = s
+            .allocated_resources
+            .iter()
+            .flatten()
+            .chain(s.resources.as_ref().and_then(|r| r.requests.as_ref()).into_iter().flatten());
+        let requests = c.resources.get_or_insert_with(Default::default).requests.get_or_insert_with(BTreeMap::new);
+        for (name, q) in reported {
+            let larger = match requests.get(name) {
+                Some(current) => larger_quantity(current, q),
+                None => true,
+            };
+            if larger {
+                requests.insert(name.clone(), q.clone());
+            }
+        }
+    }
+    pod_requests(&spec)
+}
+
+/// Whether `candidate` is larger than `current` (an unparsable one never is).
+fn larger_quantity(current: &ApiQuantity, candidate: &ApiQuantity) -> bool {
+    match (Quantity::parse(&current.0), Quantity::parse(&candidate.0)) {
+        (Ok(a), Ok(b)) => b.nanos() > a.nanos(),
+        (Err(_), Ok(_)) => true,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resize_under_way_counts_the_larger_of_spec_and_what_the_kubelet_reports() {
+        let pod = |spec: &str, allocated: Option<&str>, actual: Option<&str>| -> core::Pod {
+            let q = |v: &str| BTreeMap::from([(CPU.to_string(), ApiQuantity(v.into()))]);
+            core::Pod {
+                spec: Some(core::PodSpec {
+                    containers: vec![core::Container {
+                        name: "app".into(),
+                        resources: Some(core::ResourceRequirements { requests: Some(q(spec)), ..Default::default() }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: Some(core::PodStatus {
+                    container_statuses: Some(vec![core::ContainerStatus {
+                        name: "app".into(),
+                        allocated_resources: allocated.map(q),
+                        resources: actual
+                            .map(|a| core::ResourceRequirements { requests: Some(q(a)), ..Default::default() }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        };
+        let cases = [
+            ("no status", pod("1", None, None), 1000),
+            ("resized up, not yet allocated", pod("3", Some("1"), Some("1")), 3000),
+            ("resized down, not yet actuated", pod("1", Some("3"), Some("3")), 3000),
+            ("allocated down, still running at the old size", pod("1", Some("1"), Some("3")), 3000),
+            ("resize done", pod("1", Some("1"), Some("1")), 1000),
+        ];
+        for (name, p, milli) in cases {
+            assert_eq!(pod_requests_with_status(&p).unwrap().requests.milli_cpu, milli, "{name}");
+        }
+    }
 
     fn container(name: &str, cpu: Option<&str>, mem: Option<&str>, sidecar: bool) -> core::Container {
         let mut requests = BTreeMap::new();

@@ -253,14 +253,36 @@ impl FilterPlugin for NodeResourcesFit {
         Status { code, reasons: short.into_iter().map(|s| s.reason).collect(), detail, plugin: NAME }
     }
 
-    /// A node with room for the pod, or any placed pod going away (it frees a pod slot
-    /// and its requests).
+    /// A node with room for the pod, any placed pod going away (it frees a pod slot and
+    /// its requests), or a placed pod resized down in a resource the pod asks for.
     fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
         if let Some(hint) = node_hint(self, pod, event) {
             return hint;
         }
-        QueueingHint::from_bool(matches!(event, ClusterEvent::PodDeleted(_)))
+        match event {
+            ClusterEvent::PodDeleted(_) => QueueingHint::Queue,
+            ClusterEvent::PodUpdated { old, new } if old.node_name.is_some() => {
+                QueueingHint::from_bool(frees_what_pod_asks(&old.requests.requests, &new.requests.requests, pod))
+            }
+            _ => QueueingHint::Skip,
+        }
     }
+}
+
+/// Whether a placed pod's requests went from `old` to `new` giving back some of a resource
+/// `pod` asks for (any resource, when it asks for none).
+fn frees_what_pod_asks(old: &crate::resource::Resource, new: &crate::resource::Resource, pod: &PodInfo) -> bool {
+    let want = &pod.requests.requests;
+    let asks_nothing = want.milli_cpu == 0 && want.memory == 0 && want.ephemeral_storage == 0 && want.scalar.is_empty();
+    let shrank = |asked: i64, before: i64, after: i64| (asks_nothing || asked > 0) && after < before;
+    shrank(want.milli_cpu, old.milli_cpu, new.milli_cpu)
+        || shrank(want.memory, old.memory, new.memory)
+        || shrank(want.ephemeral_storage, old.ephemeral_storage, new.ephemeral_storage)
+        || old.scalar.iter().any(|(name, before)| {
+            let asked = want.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+            let after = new.scalar.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+            shrank(asked, *before, after)
+        })
 }
 
 /// The pod's request per scored resource, computed once per cycle.

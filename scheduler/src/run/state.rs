@@ -165,7 +165,9 @@ impl State {
                 // The binding of a pod this scheduler assumed there: its event fired then.
                 Some(old) if was_assumed && old.node_name == info.node_name => {}
                 Some(old) if old.node_name == info.node_name => {
-                    if old.labels != info.labels {
+                    // Labels (affinity, spreading) or what the pod counts for (an in-place
+                    // resize) changed.
+                    if old.labels != info.labels || old.requests != info.requests {
                         self.engine.on_event(ClusterEvent::PodUpdated { old, new: info }, now);
                     }
                 }
