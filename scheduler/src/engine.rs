@@ -299,8 +299,14 @@ impl Cycler {
 
     /// Under the state lock: pops the next pod ready at `now` and brings the snapshot up
     /// to date. A pod no profile handles is dropped and reported as an error cycle.
+    /// A pod a PreEnqueue plugin keeps out is parked untried and the next one is popped.
     pub fn begin(&mut self, engine: &mut Engine, now: Instant) -> Option<Result<Attempt, Cycle>> {
-        let queued = engine.queue.pop(now)?;
+        let queued = loop {
+            let queued = engine.queue.pop(now)?;
+            let Some(plugin) = self.gate(engine, &queued.pod) else { break queued };
+            let profiles = &engine.profiles;
+            engine.queue.gate(&queued.pod.key(), plugin, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));
+        };
         let started = Instant::now();
         engine.cache.update_snapshot(&mut self.snapshot);
         let key = queued.pod.key();
@@ -319,6 +325,15 @@ impl Cycler {
                 }))
             }
         }
+    }
+
+    /// The first PreEnqueue plugin of the pod's profile that keeps it out.
+    fn gate(&self, engine: &Engine, pod: &PodInfo) -> Option<&'static str> {
+        let profile = self.profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name)?;
+        let objects = engine.cache.objects();
+        let (plugin, why) = profile.filters.iter().find_map(|f| Some((f.name(), f.pre_enqueue(pod, objects)?)))?;
+        tracing::debug!(pod = %pod.key(), plugin, reason = %why, "kept out by PreEnqueue");
+        Some(plugin)
     }
 
     /// Without any lock: runs the profile's plugins over the snapshot (the pod's nominated
@@ -582,3 +597,7 @@ mod tests {
         assert!(matches!(cycle.outcome, Outcome::Scheduled { ref node } if node == "ssd"), "{:?}", cycle.outcome);
     }
 }
+
+#[cfg(test)]
+#[path = "engine_gate_tests.rs"]
+mod gate_tests;

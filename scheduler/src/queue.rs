@@ -46,7 +46,8 @@ struct Order {
 pub struct SchedulingQueue {
     active: PriorityQueue<String, Order>,
     backoff: PriorityQueue<String, Reverse<Instant>>,
-    unschedulable: HashMap<String, Instant>,
+    /// Parked pods: since when, and whether a PreEnqueue plugin gated them (never tried).
+    unschedulable: HashMap<String, Parked>,
     pods: HashMap<String, QueuedPod>,
     seq: u64,
     initial_backoff: Duration,
@@ -63,6 +64,13 @@ pub struct SchedulingQueue {
     epoch: Instant,
 }
 
+/// A pod parked until an event may help it.
+#[derive(Debug, Clone, Copy)]
+struct Parked {
+    since: Instant,
+    gated: bool,
+}
+
 /// Pod counts per sub-queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueLengths {
@@ -70,8 +78,10 @@ pub struct QueueLengths {
     pub active: usize,
     /// Waiting out their backoff.
     pub backoff: usize,
-    /// Waiting for a cluster event.
+    /// Waiting for a cluster event after an attempt.
     pub unschedulable: usize,
+    /// Kept out by a PreEnqueue plugin, waiting for a cluster event.
+    pub gated: usize,
 }
 
 impl Default for SchedulingQueue {
@@ -214,7 +224,31 @@ impl SchedulingQueue {
             let at = now + self.backoff_for(q.attempts);
             self.backoff.push(key.to_string(), Reverse(at));
         } else {
-            self.unschedulable.insert(key.to_string(), now);
+            self.unschedulable.insert(key.to_string(), Parked { since: now, gated: false });
+        }
+    }
+
+    /// A PreEnqueue plugin keeps the popped pod out: it is parked, without the attempt
+    /// counting, until an event the plugin's hint accepts (as kube-scheduler's gated pods,
+    /// no condition or event is written for it). An event that came while it was popped
+    /// and may help sends it back at once.
+    pub fn gate(&mut self, key: &str, plugin: &'static str, now: Instant, hint: Hint<'_>) {
+        let since = self.in_flight.get(key).copied();
+        let Some(q) = self.pods.get_mut(key) else {
+            self.land(key);
+            return;
+        };
+        q.attempts = q.attempts.saturating_sub(1);
+        q.rejected_by = vec![plugin];
+        let q = q.clone();
+        let helped = since.is_some_and(|since| {
+            self.recent.iter().filter(|(n, _)| *n >= since).any(|(_, ev)| Self::may_help(&q, ev, hint))
+        });
+        self.land(key);
+        if helped {
+            self.backoff.push(key.to_string(), Reverse(now));
+        } else {
+            self.unschedulable.insert(key.to_string(), Parked { since: now, gated: true });
         }
     }
 
@@ -290,9 +324,10 @@ impl SchedulingQueue {
     }
 
     fn reactivate(&mut self, key: &str, now: Instant) {
-        let Some(since) = self.unschedulable.remove(key) else { return };
+        let Some(parked) = self.unschedulable.remove(key) else { return };
         let Some(q) = self.pods.get(key).cloned() else { return };
-        let until = self.backoff_until(&q, since);
+        // A gated pod was never tried: nothing to back off from.
+        let until = if parked.gated { now } else { self.backoff_until(&q, parked.since) };
         if until <= now {
             let order = self.order(&q.pod);
             self.active.push(key.to_string(), order);
@@ -306,7 +341,7 @@ impl SchedulingQueue {
         let stale: Vec<String> = self
             .unschedulable
             .iter()
-            .filter(|(_, since)| now.saturating_duration_since(**since) >= UNSCHEDULABLE_FLUSH)
+            .filter(|(_, parked)| now.saturating_duration_since(parked.since) >= UNSCHEDULABLE_FLUSH)
             .map(|(k, _)| k.clone())
             .collect();
         for k in stale {
@@ -357,14 +392,21 @@ impl SchedulingQueue {
 
     /// Sizes of the sub-queues.
     pub fn lengths(&self) -> QueueLengths {
-        QueueLengths { active: self.active.len(), backoff: self.backoff.len(), unschedulable: self.unschedulable.len() }
+        let gated = self.unschedulable.values().filter(|p| p.gated).count();
+        QueueLengths {
+            active: self.active.len(),
+            backoff: self.backoff.len(),
+            unschedulable: self.unschedulable.len() - gated,
+            gated,
+        }
     }
 
     /// Pods waiting in the unschedulable set, counted by each plugin that rejected them and
     /// their profile, sorted.
     pub fn unschedulable_by_plugin(&self) -> Vec<((String, String), usize)> {
         let mut counts: std::collections::BTreeMap<(String, String), usize> = Default::default();
-        for q in self.unschedulable.keys().filter_map(|k| self.pods.get(k)) {
+        let tried = self.unschedulable.iter().filter(|(_, p)| !p.gated);
+        for q in tried.filter_map(|(k, _)| self.pods.get(k)) {
             for plugin in &q.rejected_by {
                 *counts.entry((plugin.to_string(), q.pod.scheduler_name.clone())).or_default() += 1;
             }
@@ -549,7 +591,7 @@ mod tests {
         // The deletion wakes the parked p and is kept for q, in flight.
         q.on_event(ClusterEvent::PodDeleted(pod("x", 0, 0)), t0, &deletions_help_fit);
         q.unschedulable("default/q", vec!["NodeResourcesFit"], t0, &deletions_help_fit);
-        assert_eq!(q.lengths(), QueueLengths { active: 0, backoff: 2, unschedulable: 0 });
+        assert_eq!(q.lengths(), QueueLengths { active: 0, backoff: 2, unschedulable: 0, gated: 0 });
         assert!(q.recent.is_empty(), "events are kept only while pods are in flight");
     }
 

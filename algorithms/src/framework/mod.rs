@@ -90,6 +90,13 @@ pub trait FilterPlugin: Send + Sync {
     /// kube-scheduler's plugin name.
     fn name(&self) -> &'static str;
 
+    /// PreEnqueue: why the pod cannot be tried at all yet, or `None`. A pod kept out
+    /// waits, untried and without a condition written, for an event this plugin's
+    /// queueing hint accepts.
+    fn pre_enqueue(&self, _pod: &PodInfo, _objects: &ClusterObjects) -> Option<String> {
+        None
+    }
+
     /// Computes per-pod state once; the default runs Filter without state.
     fn pre_filter(&self, _pod: &PodInfo, _snapshot: &Snapshot) -> PreFilterOutcome {
         PreFilterOutcome::run(PluginState::none())

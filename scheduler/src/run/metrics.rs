@@ -124,8 +124,10 @@ impl Metrics {
     }
 
     /// Sets the queue gauges.
-    pub fn queues(&self, active: usize, backoff: usize, unschedulable: usize) {
-        for (q, n) in [("active", active), ("backoff", backoff), ("unschedulable", unschedulable)] {
+    pub fn queues(&self, l: crate::queue::QueueLengths) {
+        let counts =
+            [("active", l.active), ("backoff", l.backoff), ("unschedulable", l.unschedulable), ("gated", l.gated)];
+        for (q, n) in counts {
             self.pending.get_or_create(&QueueLabels { queue: q.into() }).set(n as i64);
         }
     }

@@ -425,8 +425,8 @@ async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency:
         );
         let lengths = shared.lock().engine.queue.lengths();
         let in_flight = bind_concurrency.saturating_sub(permits.available_permits());
-        shared.metrics.queues(lengths.active, lengths.backoff, lengths.unschedulable);
-        if now != last || lengths.active + lengths.backoff + lengths.unschedulable + in_flight > 0 {
+        shared.metrics.queues(lengths);
+        if now != last || lengths.active + lengths.backoff + lengths.unschedulable + lengths.gated + in_flight > 0 {
             info!(
                 scheduled = now.0 - last.0,
                 unschedulable = now.1 - last.1,
@@ -434,6 +434,7 @@ async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency:
                 active = lengths.active,
                 backoff = lengths.backoff,
                 waiting = lengths.unschedulable,
+                gated = lengths.gated,
                 binds_in_flight = in_flight,
                 leader = shared.is_leader(),
                 seconds = every.as_secs_f64(),

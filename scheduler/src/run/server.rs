@@ -22,7 +22,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     {
         let st = shared.lock();
         let l = st.engine.queue.lengths();
-        shared.metrics.queues(l.active, l.backoff, l.unschedulable);
+        shared.metrics.queues(l);
         let cache = &st.engine.cache;
         shared.metrics.cycle.cache(cache.node_count(), cache.pod_count(), cache.assumed_count());
         shared.metrics.cycle.unschedulable(&st.engine.queue.unschedulable_by_plugin());

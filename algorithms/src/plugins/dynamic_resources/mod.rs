@@ -223,6 +223,13 @@ impl FilterPlugin for DynamicResources {
         NAME
     }
 
+    fn pre_enqueue(&self, pod: &PodInfo, objects: &ClusterObjects) -> Option<String> {
+        if pod.resource_claims.is_empty() {
+            return None;
+        }
+        pod_claims(pod, &objects.dra).err()
+    }
+
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         match self.resolve(pod, &snapshot.objects) {
             Ok(None) => PreFilterOutcome::skip(),
