@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use thiserror::Error;
 
+pub use crate::extender_config::{ExtenderConfig, ManagedResource};
 use crate::features::FeatureGates;
 use crate::framework::{Profile, WeightedScore};
 use crate::plugins::registry::{self, ACCEPTED_WITHOUT_EFFECT};
@@ -69,38 +70,12 @@ pub struct SchedulerConfiguration {
     /// Maximum per-pod backoff in seconds (default 10).
     #[serde(default)]
     pub pod_max_backoff_seconds: Option<u64>,
-    /// Extenders kube-scheduler calls; the extender reads its managed resources from here.
+    /// HTTP extenders: `run` calls them; the extender reads its managed resources from here.
     #[serde(default)]
     pub extenders: Vec<ExtenderConfig>,
     /// The feature gates (a command-line flag, not a field of the file).
     #[serde(skip)]
     pub feature_gates: FeatureGates,
-}
-
-/// An `extenders` entry (the fields this project uses).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExtenderConfig {
-    /// Where kube-scheduler reaches the extender.
-    #[serde(default)]
-    pub url_prefix: Option<String>,
-    /// Whether kube-scheduler sends node names only.
-    #[serde(default)]
-    pub node_cache_capable: bool,
-    /// Extended resources the extender manages.
-    #[serde(default)]
-    pub managed_resources: Vec<ManagedResource>,
-}
-
-/// A managed extended resource.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ManagedResource {
-    /// Resource name, e.g. `nvidia.com/gpu`.
-    pub name: String,
-    /// Whether kube-scheduler leaves the resource out of its own fit check.
-    #[serde(default)]
-    pub ignored_by_scheduler: bool,
 }
 
 /// `clientConnection`.
@@ -215,6 +190,21 @@ pub struct PluginConfig {
 impl SchedulerConfiguration {
     /// Builds every profile (one default profile named `custom-scheduler` when none is listed).
     pub fn build_profiles(&self) -> Result<Vec<Profile>, ConfigError> {
+        self.build_profiles_with(false)
+    }
+
+    /// The resources the extenders mark `ignoredByScheduler`.
+    pub fn extender_ignored_resources(&self) -> Vec<String> {
+        let managed = self.extenders.iter().flat_map(|e| &e.managed_resources);
+        managed.filter(|m| m.ignored_by_scheduler).map(|m| m.name.clone()).collect()
+    }
+
+    /// Builds every profile; with `extenders_called` (the scheduler calls the extenders),
+    /// NodeResourcesFit leaves out the resources the extenders mark `ignoredByScheduler`,
+    /// replacing its `ignoredResources` as kube-scheduler does.
+    pub fn build_profiles_with(&self, extenders_called: bool) -> Result<Vec<Profile>, ConfigError> {
+        crate::extender_config::validate_extenders(&self.extenders).map_err(ConfigError::Invalid)?;
+        let ignored = if extenders_called { self.extender_ignored_resources() } else { Vec::new() };
         if let Some(v) = &self.api_version
             && v != "kubescheduler.config.k8s.io/v1"
         {
@@ -229,7 +219,7 @@ impl SchedulerConfiguration {
         let profiles = if self.profiles.is_empty() { &defaults[..] } else { &self.profiles[..] };
         let mut out: Vec<Profile> = Vec::new();
         for p in profiles {
-            let built = build_profile(p, self.percentage_of_nodes_to_score, self.feature_gates)?;
+            let built = build_profile(p, self.percentage_of_nodes_to_score, self.feature_gates, &ignored)?;
             if out.iter().any(|o| o.scheduler_name == built.scheduler_name) {
                 return Err(ConfigError::Invalid(format!("duplicate profile {:?}", built.scheduler_name)));
             }
@@ -247,7 +237,7 @@ pub fn default_profile(scheduler_name: &str) -> Profile {
 /// The default profile under the given feature gates.
 pub fn default_profile_with(scheduler_name: &str, gates: FeatureGates) -> Profile {
     let cfg = ProfileConfig { scheduler_name: Some(scheduler_name.to_string()), ..Default::default() };
-    build_profile(&cfg, None, gates)
+    build_profile(&cfg, None, gates, &[])
         .unwrap_or_else(|_| Profile { scheduler_name: scheduler_name.to_string(), ..Default::default() })
 }
 
@@ -283,7 +273,12 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
     }
 }
 
-fn build_profile(p: &ProfileConfig, global_pct: Option<u32>, gates: FeatureGates) -> Result<Profile, ConfigError> {
+fn build_profile(
+    p: &ProfileConfig,
+    global_pct: Option<u32>,
+    gates: FeatureGates,
+    ignored: &[String],
+) -> Result<Profile, ConfigError> {
     let name = p.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string());
     let sets = [&p.plugins.multi_point, &p.plugins.filter, &p.plugins.score];
     for set in sets.into_iter().chain(p.plugins.other.values()) {
@@ -331,6 +326,18 @@ fn build_profile(p: &ProfileConfig, global_pct: Option<u32>, gates: FeatureGates
         if args.insert(pc.name.as_str(), pc.args.as_ref().unwrap_or(&serde_json::Value::Null)).is_some() {
             return Err(ConfigError::Invalid(format!("profile {name:?}: pluginConfig lists {} twice", pc.name)));
         }
+    }
+    let fit = crate::plugins::node_resources_fit::NAME;
+    let fit_args = (!ignored.is_empty()).then(|| {
+        let mut v = match args.get(fit) {
+            Some(serde_json::Value::Object(m)) => serde_json::Value::Object(m.clone()),
+            _ => serde_json::json!({}),
+        };
+        v["ignoredResources"] = serde_json::json!(ignored);
+        v
+    });
+    if let Some(v) = &fit_args {
+        args.insert(fit, v);
     }
     let mut cache: HashMap<String, registry::Built> = HashMap::new();
     let mut get = |n: &str| -> Result<registry::Built, ConfigError> {
@@ -551,5 +558,28 @@ mod tests {
     fn duplicate_profiles_are_rejected() {
         let c = cfg(serde_json::json!({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}));
         assert!(c.build_profiles().is_err());
+    }
+
+    #[test]
+    fn resources_extenders_mark_ignored_leave_node_resources_fit_when_the_extenders_are_called() {
+        use crate::builders::{NodeBuilder, PodBuilder, snapshot};
+        let c = cfg(serde_json::json!({
+            "extenders": [{"urlPrefix": "http://e", "filterVerb": "filter",
+                "managedResources": [{"name": "example.com/gpu", "ignoredByScheduler": true}]}],
+            "profiles": [{"schedulerName": "s", "pluginConfig": [{"name": "NodeResourcesFit",
+                "args": {"ignoredResources": ["example.com/other"]}}]}]
+        }));
+        assert_eq!(c.extender_ignored_resources(), vec!["example.com/gpu".to_string()]);
+        let snap = snapshot(&[NodeBuilder::new("n").build()], &[]);
+        let pod = PodBuilder::new("p").device("example.com/gpu", "1").info();
+        let fits = |called: bool| {
+            let profile = c.build_profiles_with(called).unwrap().remove(0);
+            let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(1);
+            crate::framework::evaluate(&profile, &pod, &snap, &mut rng, Default::default()).selected.is_some()
+        };
+        // The extender checks the devices; the scheduler does not.
+        assert!(fits(true));
+        // simulate, explain and the extender itself check them.
+        assert!(!fits(false));
     }
 }

@@ -10,6 +10,7 @@ pub mod builders;
 pub mod config;
 pub mod dra;
 pub mod events;
+pub mod extender_config;
 pub mod features;
 pub mod framework;
 pub mod labels;

@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 /// The highest score an extender returns (kube-scheduler multiplies by weight × 10).
 pub const MAX_EXTENDER_PRIORITY: i64 = 10;
 
+/// Reads a JSON `null` (a Go nil map, slice or string) as the type's empty value.
+fn null_as_default<'de, D: serde::Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// A `v1.NodeList` as kube-scheduler embeds it (no kind or apiVersion).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 pub struct NodeList {
@@ -44,13 +49,13 @@ pub struct ExtenderFilterResult {
     #[serde(rename = "NodeNames")]
     pub node_names: Option<Vec<String>>,
     /// Rejected nodes that preemption might help, with the reason.
-    #[serde(rename = "FailedNodes")]
+    #[serde(rename = "FailedNodes", default, deserialize_with = "null_as_default")]
     pub failed_nodes: BTreeMap<String, String>,
     /// Rejected nodes that preemption cannot help.
-    #[serde(rename = "FailedAndUnresolvableNodes")]
+    #[serde(rename = "FailedAndUnresolvableNodes", default, deserialize_with = "null_as_default")]
     pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
     /// A whole-request error.
-    #[serde(rename = "Error")]
+    #[serde(rename = "Error", default, deserialize_with = "null_as_default")]
     pub error: String,
 }
 
@@ -86,7 +91,7 @@ pub struct ExtenderBindingArgs {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct ExtenderBindingResult {
     /// Empty on success.
-    #[serde(rename = "Error")]
+    #[serde(rename = "Error", default, deserialize_with = "null_as_default")]
     pub error: String,
 }
 
@@ -138,6 +143,6 @@ pub struct ExtenderPreemptionArgs {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct ExtenderPreemptionResult {
     /// The candidates the extender agrees with.
-    #[serde(rename = "NodeNameToMetaVictims")]
+    #[serde(rename = "NodeNameToMetaVictims", default, deserialize_with = "null_as_default")]
     pub node_name_to_meta_victims: BTreeMap<String, MetaVictims>,
 }

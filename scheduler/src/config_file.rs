@@ -60,14 +60,25 @@ pub fn profiles(
     path: Option<&Path>,
     gates: FeatureGates,
 ) -> Result<(SchedulerConfiguration, Vec<Profile>), ConfigFileError> {
+    profiles_with(path, gates, false)
+}
+
+/// [`profiles`] for a caller that calls the configured extenders (`run`): NodeResourcesFit
+/// then leaves out the resources they mark `ignoredByScheduler`.
+pub fn profiles_with(
+    path: Option<&Path>,
+    gates: FeatureGates,
+    extenders_called: bool,
+) -> Result<(SchedulerConfiguration, Vec<Profile>), ConfigFileError> {
     let Some(path) = path else {
         let cfg = SchedulerConfiguration { feature_gates: gates, ..Default::default() };
         return Ok((cfg, vec![default_profile_with(DEFAULT_SCHEDULER_NAME, gates)]));
     };
     let mut cfg = load(path)?;
     cfg.feature_gates = gates;
-    let profiles =
-        cfg.build_profiles().map_err(|source| ConfigFileError::Invalid { path: path.display().to_string(), source })?;
+    let profiles = cfg
+        .build_profiles_with(extenders_called)
+        .map_err(|source| ConfigFileError::Invalid { path: path.display().to_string(), source })?;
     Ok((cfg, profiles))
 }
 

@@ -345,6 +345,12 @@ impl Cycler {
         let nominated = attempt.nominated.as_ref().and_then(|n| self.snapshot.index.get(n).copied());
         if let Some(i) = nominated {
             let mut ev = filter_candidates(profile, pod, &self.snapshot, Some(&[i]));
+            if let Some(x) = &profile.extenders
+                && ev.error.is_none()
+                && !ev.feasible.is_empty()
+            {
+                x.filter(pod, &self.snapshot, &mut ev);
+            }
             if ev.error.is_none() && ev.feasible == [i] {
                 ev.selected = Some(i);
                 ev.num_nodes = self.snapshot.len();
@@ -403,7 +409,11 @@ impl Cycler {
             _ if !engine.queue.contains(&key) => Outcome::Gone,
             (_, Some(err)) => {
                 engine.queue.error(&key, now);
-                Outcome::Error { message: format!("running {} plugin failed: {}", err.plugin, err.message()) }
+                let message = match err.plugin {
+                    "Extender" => err.message(),
+                    plugin => format!("running {plugin} plugin failed: {}", err.message()),
+                };
+                Outcome::Error { message }
             }
             (Some(i), None) => {
                 let node = self.snapshot.nodes[i].name.clone();

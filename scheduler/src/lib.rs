@@ -9,6 +9,7 @@ pub mod detail;
 pub mod engine;
 pub mod explain;
 pub mod extender_mode;
+pub mod extenders;
 pub mod gang;
 pub mod listener;
 pub mod nominator;

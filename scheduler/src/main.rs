@@ -326,9 +326,22 @@ fn demo_objects(seed: u64) -> ClusterObjects {
     }
 }
 
+/// Profiles for `simulate` and `explain`, which judge without the configured extenders
+/// (only `run` calls them): says so when there are some.
+fn offline_profiles(config: Option<&Path>, gates: FeatureGates) -> Result<Vec<algorithms::Profile>> {
+    let (cfg, profiles) = config_file::profiles(config, gates)?;
+    if !cfg.extenders.is_empty() {
+        eprintln!(
+            "warning: {} extender(s) configured: only `run` calls extenders; this answer leaves them out",
+            cfg.extenders.len()
+        );
+    }
+    Ok(profiles)
+}
+
 fn run_simulate(cluster: Option<&Path>, write: Option<&Path>, sim: &SimFlags) -> Result<()> {
     let (output, seed) = (sim.output, sim.seed);
-    let (_, profiles) = config_file::profiles(sim.config.as_deref(), sim.gates)?;
+    let profiles = offline_profiles(sim.config.as_deref(), sim.gates)?;
     let (objects, source) = match cluster {
         Some(p) => (cluster::load_file(p)?, p.display().to_string()),
         None => (demo_objects(seed), "built-in demo cluster".to_string()),
@@ -391,7 +404,7 @@ fn run_workload(
     sim: &SimFlags,
 ) -> Result<()> {
     let output = sim.output;
-    let (_, profiles) = config_file::profiles(sim.config.as_deref(), sim.gates)?;
+    let profiles = offline_profiles(sim.config.as_deref(), sim.gates)?;
     // Pods are parsed as they are generated, so large workloads never hold every API object.
     let mut init: Vec<algorithms::PodInfo> = Vec::new();
     let mut measured: Vec<algorithms::PodInfo> = Vec::new();
@@ -534,7 +547,7 @@ fn run_explain(
     seed: u64,
     report_path: Option<&Path>,
 ) -> Result<()> {
-    let (_, profiles) = config_file::profiles(config, gates)?;
+    let profiles = offline_profiles(config, gates)?;
     let objects = cluster::load_file(cluster_path)?;
     let mut parsed = cluster::parse_cluster(&objects, &cluster_path.display().to_string())?;
     let mut pod = load_pod(pod, &parsed)?;

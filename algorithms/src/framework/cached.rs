@@ -126,7 +126,11 @@ pub fn evaluate_cached(
     cache: &mut EquivalenceCache,
 ) -> Evaluation {
     let n = snapshot.nodes.len();
-    if nodes_to_find(profile.percentage_of_nodes_to_score, n) < n || profile.scores.len() > 16 {
+    // Extenders judge outside the process, so their answers are never cached.
+    if nodes_to_find(profile.percentage_of_nodes_to_score, n) < n
+        || profile.scores.len() > 16
+        || profile.extenders.is_some()
+    {
         return super::evaluate(profile, pod, snapshot, rng, opts);
     }
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };

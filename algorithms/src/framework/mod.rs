@@ -200,6 +200,20 @@ pub struct Profile {
     /// Whether filters build human detail strings for their rejections (`explain` turns
     /// this on; scheduling leaves it off).
     pub details: bool,
+    /// Filters and scores outside the process (kube-scheduler's extenders), when configured.
+    pub extenders: Option<Arc<dyn Extenders>>,
+}
+
+/// Filters and scores that live outside the process, kube-scheduler's extenders: asked
+/// about the nodes the profile's filters passed, after them, and for extra points after
+/// the profile's scores.
+pub trait Extenders: Send + Sync {
+    /// Narrows `ev.feasible`, recording the nodes turned down with a reason in
+    /// `ev.rejected` (plugin `Extender`), or sets `ev.error` when the attempt cannot go on.
+    fn filter(&self, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation);
+    /// Points to add to the totals of `feasible` (aligned with it), weighted and scaled
+    /// to the profile's score range; zeros when no extender scores this pod.
+    fn score(&self, pod: &PodInfo, snapshot: &Snapshot, feasible: &[usize]) -> Vec<i64>;
 }
 
 impl std::fmt::Debug for Profile {
@@ -212,6 +226,7 @@ impl std::fmt::Debug for Profile {
             .field("reserves", &self.reserves.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("permits", &self.permits.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("pre_binds", &self.pre_binds.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .field("extenders", &self.extenders.is_some())
             .finish()
     }
 }

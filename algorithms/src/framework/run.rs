@@ -428,6 +428,12 @@ pub fn evaluate(
     opts: EvaluateOptions,
 ) -> Evaluation {
     let mut ev = filter_from(profile, pod, snapshot, None, opts.start);
+    if let Some(x) = &profile.extenders
+        && ev.error.is_none()
+        && !ev.feasible.is_empty()
+    {
+        x.filter(pod, snapshot, &mut ev);
+    }
     if ev.feasible.is_empty() || ev.error.is_some() {
         return ev;
     }
@@ -436,6 +442,13 @@ pub fn evaluate(
         return ev;
     }
     score_nodes(profile, pod, snapshot, &mut ev);
+    if let Some(x) = &profile.extenders
+        && ev.error.is_none()
+    {
+        for (t, extra) in ev.totals.iter_mut().zip(x.score(pod, snapshot, &ev.feasible)) {
+            *t += extra;
+        }
+    }
     if ev.error.is_none() {
         ev.selected = select_host(&ev.feasible, &ev.totals, rng);
     }

@@ -69,6 +69,15 @@ impl ClusterApi for ApiHost {
     }
 
     async fn bind(&self, pod: &PodInfo, node: &str) -> BindOutcome {
+        if let Some(x) = self.shared.extenders.get().cloned() {
+            let (p, n) = (pod.clone(), node.to_string());
+            match tokio::task::spawn_blocking(move || x.bind(&p, &n)).await {
+                Ok(Some(Ok(()))) => return BindOutcome::Bound,
+                Ok(Some(Err(e))) => return BindOutcome::Failed(e),
+                Ok(None) => {}
+                Err(e) => return BindOutcome::Failed(format!("extender bind: {e}")),
+            }
+        }
         bind(&self.client, pod, node).await
     }
 }

@@ -44,11 +44,25 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         match update {
             Update::Node(ev) => {
                 for change in known_nodes.apply(ev, key_of) {
+                    if let Some(x) = shared.extenders.get() {
+                        match &change {
+                            Change::Apply(_, n) => x.objects.put_node(n),
+                            Change::Delete(name) => x.objects.remove_node(name),
+                            Change::Listed { .. } => {}
+                        }
+                    }
                     apply_node(&mut guard, change, known_nodes.len(), now);
                 }
             }
             Update::Pod(ev) => {
                 for change in known_pods.apply(ev, pod_key) {
+                    if let Some(x) = shared.extenders.get() {
+                        match &change {
+                            Change::Apply(key, p) => x.objects.put_pod(key, p),
+                            Change::Delete(key) => x.objects.remove_pod(key),
+                            Change::Listed { .. } => {}
+                        }
+                    }
                     match change {
                         Change::Apply(_, p) => guard.apply_pod(&p, now),
                         Change::Delete(key) => guard.delete_pod(&key, now),

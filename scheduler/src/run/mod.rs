@@ -57,6 +57,9 @@ pub enum RunError {
     /// Bad configuration file.
     #[error(transparent)]
     Config(#[from] config_file::ConfigFileError),
+    /// An extender that cannot be set up (unreadable TLS files).
+    #[error("cannot set up the extenders: {0}")]
+    Extenders(String),
     /// No usable kubeconfig or in-cluster configuration.
     #[error("failed to configure the API client: {0}")]
     Client(String),
@@ -121,6 +124,8 @@ pub struct Shared {
     released: AtomicUsize,
     /// Counters for the periodic summary.
     pub stats: Stats,
+    /// The configured HTTP extenders, with the objects they are sent.
+    pub extenders: std::sync::OnceLock<Arc<crate::extenders::ExtenderSet>>,
 }
 
 impl Shared {
@@ -135,6 +140,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             released: AtomicUsize::new(0),
             stats: Stats::default(),
+            extenders: std::sync::OnceLock::new(),
         }
     }
 
@@ -208,7 +214,15 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 
 /// Runs the scheduler until `shutdown` completes.
 pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = ()>) -> Result<(), RunError> {
-    let (cfg, profiles) = config_file::profiles(opts.config.as_deref(), opts.feature_gates)?;
+    let (cfg, mut profiles) = config_file::profiles_with(opts.config.as_deref(), opts.feature_gates, true)?;
+    let extenders = crate::extenders::ExtenderSet::new(&cfg.extenders).map_err(RunError::Extenders)?;
+    if let Some(x) = &extenders {
+        let names: Vec<&str> = x.extenders().iter().map(|e| e.name()).collect();
+        info!(extenders = ?names, "calling extenders");
+        for p in &mut profiles {
+            p.extenders = Some(x.clone() as Arc<dyn algorithms::framework::Extenders>);
+        }
+    }
     let kubeconfig = opts.kubeconfig.clone().or_else(|| cfg.client_connection.kubeconfig.clone().map(PathBuf::from));
     let client = make_client(kubeconfig.as_deref()).await?;
     let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
@@ -223,6 +237,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let names: Vec<String> = engine.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
     let cycler = Cycler::new(&engine, opts.seed);
     let shared = Arc::new(Shared::new(engine, quota));
+    if let Some(x) = extenders {
+        let _ = shared.extenders.set(x);
+    }
     info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
