@@ -214,6 +214,17 @@ pub trait Extenders: Send + Sync {
     /// Points to add to the totals of `feasible` (aligned with it), weighted and scaled
     /// to the profile's score range; zeros when no extender scores this pod.
     fn score(&self, pod: &PodInfo, snapshot: &Snapshot, feasible: &[usize]) -> Vec<i64>;
+    /// Narrows preemption's candidates (kube-scheduler's preempt verb): the nodes and
+    /// victims the extenders agree with; an error stops the preemption.
+    fn preempt(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        candidates: Vec<Candidate>,
+    ) -> Result<Vec<Candidate>, String> {
+        let _ = (pod, snapshot);
+        Ok(candidates)
+    }
 }
 
 impl std::fmt::Debug for Profile {

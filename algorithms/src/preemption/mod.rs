@@ -185,6 +185,16 @@ pub fn preempt(
         let summary = FitSummary { num_nodes: all, reasons, prefilter_message: None };
         return PostFilterResult::Unschedulable { message: summary.message(), clear: true };
     }
+    let found = match &profile.extenders {
+        Some(x) => match x.preempt(pod, snapshot, found) {
+            Ok(found) => found,
+            Err(message) => return PostFilterResult::Stopped(message),
+        },
+        None => found,
+    };
+    if found.is_empty() {
+        return PostFilterResult::Unschedulable { message: "no candidate node for preemption".into(), clear: false };
+    }
     PostFilterResult::Nominate(pick_one(found))
 }
 

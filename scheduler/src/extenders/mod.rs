@@ -5,12 +5,13 @@
 
 mod http;
 mod objects;
+mod preempt;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use algorithms::config::ExtenderConfig;
-use algorithms::framework::{Evaluation, Extenders};
+use algorithms::framework::{Candidate, Evaluation, Extenders};
 use algorithms::{PodInfo, Snapshot, Status};
 use extender::types::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
@@ -141,6 +142,19 @@ impl Extenders for ExtenderSet {
                 }
             }
         }
+    }
+
+    fn preempt(
+        &self,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+        candidates: Vec<Candidate>,
+    ) -> Result<Vec<Candidate>, String> {
+        if !self.extenders.iter().any(|e| e.preempt_verb().is_some()) {
+            return Ok(candidates);
+        }
+        let raw = self.raw_pod(pod).map_err(|st| st.message())?;
+        preempt::narrow(&self.extenders, &raw, snapshot, candidates)
     }
 
     fn score(&self, pod: &PodInfo, snapshot: &Snapshot, feasible: &[usize]) -> Vec<i64> {

@@ -289,3 +289,93 @@ fn ignorable_extenders_are_called_last() {
     let order: Vec<&str> = x.extenders().iter().map(HttpExtender::name).collect();
     assert_eq!(order, ["http://b", "http://d", "http://a", "http://c"]);
 }
+
+fn preemption_cluster() -> (Vec<k8s_openapi::api::core::v1::Node>, Snapshot) {
+    let nodes: Vec<_> = (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).build()).collect();
+    let victims = [PodBuilder::new("v0").node_name("n0").build(), PodBuilder::new("v1").node_name("n1").build()];
+    let snap = snapshot(&nodes, &victims);
+    (nodes, snap)
+}
+
+fn candidates(snap: &Snapshot) -> Vec<Candidate> {
+    (0..2).map(|i| Candidate { node: i, victims: snap.nodes[i].pods.to_vec(), pdb_violations: 0 }).collect()
+}
+
+#[test]
+fn preempt_narrows_candidates_to_those_the_extender_agrees_with() {
+    let (addr, calls) = serve(Box::new(|_, _| {
+        (200, json!({"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-v1"}], "NumPDBViolations": 0}}}))
+    }));
+    let x = set(vec![
+        json!({"urlPrefix": format!("http://{addr}/ext"), "preemptVerb": "preempt", "nodeCacheCapable": true}),
+    ]);
+    let (nodes, snap) = preemption_cluster();
+    let pod = pending(&x, &PodBuilder::new("p").priority(10).build(), &nodes);
+    let kept = x.preempt(&pod, &snap, candidates(&snap)).unwrap();
+    let kept: Vec<(usize, Vec<String>)> =
+        kept.iter().map(|c| (c.node, c.victims.iter().map(|v| v.name.clone()).collect())).collect();
+    assert_eq!(kept, vec![(1, vec!["v1".to_string()])]);
+    let body = calls.body("preempt");
+    assert_eq!(body["NodeNameToMetaVictims"]["n0"]["Pods"][0]["UID"], "uid-v0");
+    assert!(body["NodeNameToVictims"].is_null());
+}
+
+#[test]
+fn preempt_answers_kube_scheduler_refuses_are_errors_unless_ignorable() {
+    let (nodes, snap) = preemption_cluster();
+    let answers = [
+        (
+            json!({"NodeNameToMetaVictims": {"n0": {"Pods": [{"UID": "uid-v1"}]}}}),
+            "claims to preempt pod (UID: uid-v1) on node: n0",
+        ),
+        (json!({"NodeNameToMetaVictims": {"n0": {"Pods": []}}}), "expected at least one victim pod on node \"n0\""),
+        (
+            json!({"NodeNameToMetaVictims": {"elsewhere": {"Pods": []}}}),
+            "nodeinfo not found for node name \"elsewhere\"",
+        ),
+    ];
+    for (answer, want) in answers {
+        let a = answer.clone();
+        let (addr, _) = serve(Box::new(move |_, _| (200, a.clone())));
+        let strict = set(vec![
+            json!({"urlPrefix": format!("http://{addr}/ext"), "preemptVerb": "preempt", "nodeCacheCapable": true}),
+        ]);
+        let pod = pending(&strict, &PodBuilder::new("p").priority(10).build(), &nodes);
+        let err = strict.preempt(&pod, &snap, candidates(&snap)).unwrap_err();
+        assert!(err.contains(want), "{answer}: {err}");
+        let lenient = set(vec![json!({"urlPrefix": format!("http://{addr}/ext"), "preemptVerb": "preempt",
+            "nodeCacheCapable": true, "ignorable": true})]);
+        let pod = pending(&lenient, &PodBuilder::new("p").priority(10).build(), &nodes);
+        assert!(lenient.preempt(&pod, &snap, candidates(&snap)).is_ok(), "{answer}");
+    }
+}
+
+#[test]
+fn preemption_nominates_only_where_the_extender_agrees() {
+    // Two full nodes, each with one low-priority pod; the extender only agrees to n1.
+    let (addr, _) = serve(Box::new(|_, _| {
+        (200, json!({"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-v1"}], "NumPDBViolations": 0}}}))
+    }));
+    let x = set(vec![
+        json!({"urlPrefix": format!("http://{addr}/ext"), "preemptVerb": "preempt", "nodeCacheCapable": true}),
+    ]);
+    let nodes: Vec<_> = (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).build()).collect();
+    let victims = [
+        PodBuilder::new("v0").node_name("n0").req("32", "1Gi").build(),
+        PodBuilder::new("v1").node_name("n1").req("32", "1Gi").build(),
+    ];
+    let mut snap = snapshot(&nodes, &victims);
+    let pod = pending(&x, &PodBuilder::new("p").priority(10).req("1", "1Gi").build(), &nodes);
+    let mut profile = default_profile("custom-scheduler");
+    profile.extenders = Some(x.clone() as Arc<dyn Extenders>);
+    let mut rng = SmallRng::seed_from_u64(1);
+    for _ in 0..5 {
+        let ev = evaluate(&profile, &pod, &snap, &mut rng, EvaluateOptions::default());
+        assert!(ev.selected.is_none());
+        let result = algorithms::framework::run_post_filters(&profile, &pod, &mut snap, &ev, &mut rng);
+        match result {
+            Some(algorithms::framework::PostFilterResult::Nominate(c)) => assert_eq!(c.node, 1),
+            other => panic!("{other:?}"),
+        }
+    }
+}
