@@ -179,6 +179,9 @@ impl Shared {
 enum Work {
     Bind(BindRequest),
     Unschedulable(Arc<PodInfo>, String, Nomination),
+    /// An attempt that failed with an error (an extender that cannot be reached): the
+    /// pod is retried after its backoff and told why.
+    Error(Arc<PodInfo>, String),
     /// A Kubernetes PodGroup's decision: placed, or why not.
     GroupScheduled(String, Result<(), String>),
 }
@@ -343,6 +346,10 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             binder::bind_and_record(host, r, req).await;
                             drop(permit);
                         });
+                    }
+                    Work::Error(pod, message) => {
+                        let r = reporter.clone();
+                        tokio::spawn(async move { r.scheduler_error(&pod, &message).await });
                     }
                     Work::GroupScheduled(group, verdict) => {
                         tokio::spawn(pod_groups::write_condition(client.clone(), group, verdict));

@@ -160,7 +160,7 @@ fn dispatch(shared: &Shared, work: &mpsc::UnboundedSender<Work>, cycle: Cycle, s
             warn!(pod = %pod.key(), %message, "scheduling error; retrying after backoff");
             shared.stats.errors.fetch_add(1, Ordering::Relaxed);
             shared.metrics.attempt("error", &cycle.profile, cycle.duration.as_secs_f64());
-            true
+            work.send(Work::Error(pod, message)).is_ok()
         }
         Outcome::Gone => {
             debug!(pod = %pod.key(), "pod was deleted during its scheduling cycle");
