@@ -172,8 +172,12 @@ impl Engine {
     /// rejected them) back to be retried, and keeps it for pods being scheduled right now.
     /// Returns how many moved.
     pub fn on_event(&mut self, event: ClusterEvent, now: Instant) -> usize {
+        let t0 = Instant::now();
+        let label = event.label();
         let profiles = &self.profiles;
-        self.queue.on_event(event, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev))
+        let moved = self.queue.on_event(event, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));
+        self.queue.event_handled(label, t0.elapsed().as_secs_f64());
+        moved
     }
 
     /// Reserve and Permit for the node a cycle chose: the pod is assumed there, each
@@ -290,6 +294,11 @@ impl Cycler {
             caches: Vec::new(),
             next_start: 0,
         }
+    }
+
+    /// The profile an attempt runs.
+    pub fn profile_of(&self, attempt: &Attempt) -> &Profile {
+        &self.profiles[attempt.profile]
     }
 
     /// The snapshot of the last cycle.

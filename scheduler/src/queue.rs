@@ -41,9 +41,28 @@ struct Order {
     older_first: Reverse<(i128, u64)>,
 }
 
+/// Where the queue tells what it does, for metrics: pods coming into a sub-queue (the
+/// event that brought them, the sub-queue) and how long handling a cluster event took.
+pub trait QueueObserver: Send + Sync {
+    /// A pod entered `queue` (active, backoff or unschedulable) because of `event`.
+    fn incoming(&self, event: &'static str, queue: &'static str);
+    /// Handling the cluster event `event` took `seconds`.
+    fn event_handled(&self, event: &'static str, seconds: f64);
+}
+
+#[derive(Clone)]
+struct Observer(Option<std::sync::Arc<dyn QueueObserver>>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Observer(set)" } else { "Observer(none)" })
+    }
+}
+
 /// The scheduling queue.
 #[derive(Debug)]
 pub struct SchedulingQueue {
+    observer: Observer,
     active: PriorityQueue<String, Order>,
     backoff: PriorityQueue<String, Reverse<Instant>>,
     /// Parked pods: since when, and whether a PreEnqueue plugin gated them (never tried).
@@ -94,6 +113,7 @@ impl SchedulingQueue {
     /// A queue with the given backoff bounds.
     pub fn new(initial_backoff: Duration, max_backoff: Duration) -> Self {
         SchedulingQueue {
+            observer: Observer(None),
             active: PriorityQueue::new(),
             backoff: PriorityQueue::new(),
             unschedulable: HashMap::new(),
@@ -106,6 +126,24 @@ impl SchedulingQueue {
             events_seen: 0,
             pop_from_backoff: true,
             epoch: Instant::now(),
+        }
+    }
+
+    /// Reports pods coming in and event handling times to `observer`.
+    pub fn set_observer(&mut self, observer: std::sync::Arc<dyn QueueObserver>) {
+        self.observer = Observer(Some(observer));
+    }
+
+    fn came(&self, event: &'static str, queue: &'static str) {
+        if let Some(o) = &self.observer.0 {
+            o.incoming(event, queue);
+        }
+    }
+
+    /// Reports how long handling a cluster event took.
+    pub fn event_handled(&self, event: &'static str, seconds: f64) {
+        if let Some(o) = &self.observer.0 {
+            o.event_handled(event, seconds);
         }
     }
 
@@ -136,11 +174,13 @@ impl SchedulingQueue {
                 q.pod = pod;
                 if changed && self.unschedulable.remove(&key).is_some() {
                     self.backoff.push(key.clone(), Reverse(now));
+                    self.came("PodUpdate", "backoff");
                 }
             }
             None => {
                 self.pods.insert(key.clone(), QueuedPod { pod, attempts: 0, rejected_by: Vec::new(), first_seen: now });
                 self.active.push(key, order);
+                self.came("PodAdd", "active");
             }
         }
     }
@@ -223,8 +263,10 @@ impl SchedulingQueue {
         if helped {
             let at = now + self.backoff_for(q.attempts);
             self.backoff.push(key.to_string(), Reverse(at));
+            self.came("ScheduleAttemptFailure", "backoff");
         } else {
             self.unschedulable.insert(key.to_string(), Parked { since: now, gated: false });
+            self.came("ScheduleAttemptFailure", "unschedulable");
         }
     }
 
@@ -260,6 +302,7 @@ impl SchedulingQueue {
             let attempts = q.attempts;
             let at = now + self.backoff_for(attempts);
             self.backoff.push(key.to_string(), Reverse(at));
+            self.came("ScheduleAttemptFailure", "backoff");
         }
         self.land(key);
     }
@@ -272,6 +315,7 @@ impl SchedulingQueue {
         self.active.remove(&key);
         self.unschedulable.remove(&key);
         self.backoff.push(key, Reverse(now + self.backoff_for(attempts)));
+        self.came("ScheduleAttemptFailure", "backoff");
     }
 
     /// Pods taken from the queue whose cycle has not ended.
@@ -314,7 +358,7 @@ impl SchedulingQueue {
             .cloned()
             .collect();
         for k in &keys {
-            self.reactivate(k, now);
+            self.reactivate(k, now, event.label());
         }
         if !self.in_flight.is_empty() {
             self.recent.push_back((self.events_seen, event));
@@ -323,7 +367,7 @@ impl SchedulingQueue {
         keys.len()
     }
 
-    fn reactivate(&mut self, key: &str, now: Instant) {
+    fn reactivate(&mut self, key: &str, now: Instant, event: &'static str) {
         let Some(parked) = self.unschedulable.remove(key) else { return };
         let Some(q) = self.pods.get(key).cloned() else { return };
         // A gated pod was never tried: nothing to back off from.
@@ -331,8 +375,10 @@ impl SchedulingQueue {
         if until <= now {
             let order = self.order(&q.pod);
             self.active.push(key.to_string(), order);
+            self.came(event, "active");
         } else {
             self.backoff.push(key.to_string(), Reverse(until));
+            self.came(event, "backoff");
         }
     }
 
@@ -345,7 +391,7 @@ impl SchedulingQueue {
             .map(|(k, _)| k.clone())
             .collect();
         for k in stale {
-            self.reactivate(&k, now);
+            self.reactivate(&k, now, "UnschedulableTimeout");
         }
     }
 
@@ -358,6 +404,7 @@ impl SchedulingQueue {
             if let Some(q) = self.pods.get(&key).cloned() {
                 let order = self.order(&q.pod);
                 self.active.push(key, order);
+                self.came("BackoffComplete", "active");
             }
         }
     }
@@ -452,7 +499,7 @@ impl SchedulingQueue {
     /// Moves a pod parked as unschedulable back to be retried (after what is left of its
     /// backoff).
     pub fn activate(&mut self, key: &str, now: Instant) {
-        self.reactivate(key, now);
+        self.reactivate(key, now, "ForceActivate");
     }
 }
 

@@ -1,8 +1,10 @@
 //! Prometheus metrics with kube-scheduler's names.
 
 mod cycle;
+mod flow;
 
 pub use cycle::{AttemptsLabels, CycleMetrics, PluginLabels};
+pub use flow::{FlowMetrics, InFlight};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -62,6 +64,8 @@ pub struct Metrics {
     pub events: super::events::Stats,
     /// Cycles, preemption, the cache and unschedulable pods.
     pub cycle: CycleMetrics,
+    /// The queue's incoming pods, event handling, plugin evaluations, work in flight.
+    pub flow: FlowMetrics,
 }
 
 fn buckets() -> Histogram {
@@ -111,7 +115,8 @@ impl Default for Metrics {
             events.cache_size.clone(),
         );
         let cycle = CycleMetrics::register(&mut registry);
-        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader, events, cycle }
+        let flow = FlowMetrics::register(&mut registry);
+        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader, events, cycle, flow }
     }
 }
 

@@ -243,6 +243,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     if let Some(x) = extenders {
         let _ = shared.extenders.set(x);
     }
+    shared.lock().engine.queue.set_observer(Arc::new(shared.metrics.flow.clone()));
     info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
@@ -328,7 +329,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                         // binding slot: a slow provisioner must not stall the pods that have
                         // nothing to wait for.
                         let (host, r, permits) = (host.clone(), reporter.clone(), permits.clone());
+                        let in_flight = shared.metrics.flow.start("binding");
                         tokio::spawn(async move {
+                            let _in_flight = in_flight;
                             if !binder::pre_bind(&host, &r, &req).await {
                                 return;
                             }
@@ -342,7 +345,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                         // Permit wait and no reservation): the cycle goes straight to it.
                         let Ok(permit) = permits.clone().acquire_owned().await else { break };
                         let (host, r) = (host.clone(), reporter.clone());
+                        let in_flight = shared.metrics.flow.start("binding");
                         tokio::spawn(async move {
+                            let _in_flight = in_flight;
                             binder::bind_and_record(host, r, req).await;
                             drop(permit);
                         });

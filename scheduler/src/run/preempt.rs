@@ -22,6 +22,8 @@ pub async fn evict(
     preemptor: Arc<PodInfo>,
     p: Preempted,
 ) -> usize {
+    let _in_flight = shared.metrics.flow.start("preemption");
+    let t0 = std::time::Instant::now();
     for key in &p.cleared {
         let Some((ns, name)) = key.split_once('/') else { continue };
         shared.limiter.until_ready().await;
@@ -46,6 +48,7 @@ pub async fn evict(
         }
     }
     info!(preemptor = %preemptor.key(), node = %p.node, victims = p.victims.len(), failed, "preempted");
+    shared.metrics.flow.preempted(failed == 0, t0.elapsed().as_secs_f64());
     failed
 }
 

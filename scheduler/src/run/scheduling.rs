@@ -103,6 +103,7 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
                 let t0 = Instant::now();
                 let ev = cycler.evaluate(&attempt);
                 shared.metrics.cycle.algorithm_duration.observe(t0.elapsed().as_secs_f64());
+                evaluations(&shared.metrics.flow, cycler.profile_of(&attempt), &ev.ev);
                 let mut st = shared.lock();
                 let cycle = cycler.finish(&mut st.engine, attempt, ev, Instant::now());
                 if !shared.is_leader() && give_back(&mut st.engine, &cycle, now) {
@@ -115,6 +116,21 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
             return;
         }
     }
+}
+
+/// Counts `scheduler_plugin_evaluation_total`: every filter plugin at PreFilter, and at
+/// Filter unless PreFilter turned the pod down; each score plugin that PreScore did not
+/// skip at PreScore and Score, when the cycle scored.
+fn evaluations(flow: &crate::run::metrics::FlowMetrics, profile: &algorithms::Profile, ev: &algorithms::Evaluation) {
+    let name = profile.scheduler_name.as_str();
+    let filters = || profile.filters.iter().map(|f| f.name());
+    flow.evaluated(name, "PreFilter", filters());
+    if ev.prefilter_rejection.is_none() {
+        flow.evaluated(name, "Filter", filters());
+    }
+    let scored = || ev.scores.iter().filter(|s| !s.skipped).map(|s| s.name);
+    flow.evaluated(name, "PreScore", scored());
+    flow.evaluated(name, "Score", scored());
 }
 
 /// Leadership was lost during the cycle, and another replica schedules now: a pod the
