@@ -19,6 +19,11 @@ pub const NODE_DECLARED_FEATURES: &str = "NodeDeclaredFeatures";
 /// unschedulable attempt is retried at once.
 pub const SCHEDULER_POP_FROM_BACKOFF_Q: &str = "SchedulerPopFromBackoffQ";
 
+/// `NominatedNodeNameForExpectation` (beta, on): a pod whose binding cycle will wait (at
+/// Permit, or for PreBind's work such as volume provisioning) carries its node in
+/// `status.nominatedNodeName` first, for cluster autoscalers and queueing controllers.
+pub const NOMINATED_NODE_NAME_FOR_EXPECTATION: &str = "NominatedNodeNameForExpectation";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -32,6 +37,8 @@ pub struct FeatureGates {
     pub node_declared_features: bool,
     /// `SchedulerPopFromBackoffQ`.
     pub pop_from_backoff: bool,
+    /// `NominatedNodeNameForExpectation`.
+    pub nominate_for_expectation: bool,
 }
 
 impl Default for FeatureGates {
@@ -42,6 +49,7 @@ impl Default for FeatureGates {
             dra_prioritized_list: true,
             node_declared_features: true,
             pop_from_backoff: true,
+            nominate_for_expectation: true,
         }
     }
 }
@@ -64,6 +72,7 @@ impl FeatureGates {
                 DRA_PRIORITIZED_LIST => gates.dra_prioritized_list = on,
                 NODE_DECLARED_FEATURES => gates.node_declared_features = on,
                 SCHEDULER_POP_FROM_BACKOFF_Q => gates.pop_from_backoff = on,
+                NOMINATED_NODE_NAME_FOR_EXPECTATION => gates.nominate_for_expectation = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }

@@ -389,3 +389,51 @@ async fn volume_messages_are_kube_schedulers() {
         assert_eq!(ours.replace("c-", ""), kube.replace("k-", ""), "{name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_volume_is_being_provisioned_is_nominated_to_its_node_before_it_is_bound() {
+    let Some(p) = plane("a_pod_whose_volume_is_being_provisioned_is_nominated_to_its_node_before_it_is_bound").await
+    else {
+        return;
+    };
+    let client = &p.client;
+    let nodes: Vec<Node> = [("n-a", "zone-a"), ("n-b", "zone-b")]
+        .iter()
+        .map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build())
+        .collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let _: StorageClass = create(
+        Api::all(client.clone()),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
+            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+    // The provisioner holds the claim back until the test has seen the nomination.
+    let withheld: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(["data".to_string()].into()));
+    let played = play_controllers(client, withheld.clone());
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    claim(client, "data", "zonal").await;
+    api::create_pod(client, &with_claims("app", &["data"]).build()).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let (nominated, selected) =
+        api::wait_for("app nominated while its volume is provisioned", Duration::from_secs(30), || async {
+            let pod = pods.get("app").await.ok()?;
+            assert!(node_of(&pod).is_none(), "bound before its volume was provisioned");
+            let nominated = pod.status?.nominated_node_name?;
+            let selected = pvcs.get("data").await.ok()?.metadata.annotations?.get(SELECTED)?.clone();
+            Some((nominated, selected))
+        })
+        .await;
+    assert_eq!(nominated, selected, "nominated to the node its claim is provisioned for");
+    withheld.lock().unwrap().clear();
+    let node =
+        api::wait_for("app bound", Duration::from_secs(60), || async { bound_pods(client).await.remove("app") }).await;
+    assert_eq!(node, nominated);
+    // A pod with nothing to wait for is bound without a nomination.
+    api::create_pod(client, &with_claims("plain", &[]).build()).await.unwrap();
+    api::wait_for("plain bound", Duration::from_secs(30), || async { bound_pods(client).await.remove("plain") }).await;
+    let plain = pods.get("plain").await.unwrap();
+    assert_eq!(plain.status.and_then(|s| s.nominated_node_name), None);
+    played.abort();
+}

@@ -171,9 +171,24 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
     }
 }
 
-/// Permit's wait and PreBind; `false` when the cycle ended there (reported).
+/// Permit's wait and PreBind; `false` when the cycle ended there (reported). The pod
+/// has something to wait for: with `NominatedNodeNameForExpectation` it first carries
+/// its node in `status.nominatedNodeName`, as kube-scheduler writes it, so that cluster
+/// autoscalers and queueing controllers see where it is going while volumes are
+/// provisioned or claims written.
 pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) -> bool {
     let t0 = Instant::now();
+    if host.shared.nominate_before_waiting.load(Ordering::Relaxed)
+        && req.pod.nominated_node.as_deref() != Some(&req.node)
+    {
+        host.shared.limiter.until_ready().await;
+        let api: Api<Pod> = Api::namespaced(host.client.clone(), &req.pod.namespace);
+        let patch = json!({"status": {"nominatedNodeName": req.node}});
+        if let Err(e) = api.patch_status(&req.pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            // As kube-scheduler, the binding cycle goes on without it.
+            warn!(pod = %req.pod.key(), node = %req.node, error = %e, "failed to set the nominated node before binding");
+        }
+    }
     match binding::pre_bind(host, req).await {
         Ok(()) => {
             debug!(pod = %req.pod.key(), node = %req.node, ms = t0.elapsed().as_millis() as u64, "ready to bind");

@@ -126,6 +126,9 @@ pub struct Shared {
     pub stats: Stats,
     /// The configured HTTP extenders, with the objects they are sent.
     pub extenders: std::sync::OnceLock<Arc<crate::extenders::ExtenderSet>>,
+    /// `NominatedNodeNameForExpectation`: a pod whose binding cycle will wait carries its
+    /// node in `status.nominatedNodeName` first.
+    pub nominate_before_waiting: AtomicBool,
 }
 
 impl Shared {
@@ -141,6 +144,7 @@ impl Shared {
             released: AtomicUsize::new(0),
             stats: Stats::default(),
             extenders: std::sync::OnceLock::new(),
+            nominate_before_waiting: AtomicBool::new(true),
         }
     }
 
@@ -244,6 +248,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         let _ = shared.extenders.set(x);
     }
     shared.lock().engine.queue.set_observer(Arc::new(shared.metrics.flow.clone()));
+    shared.nominate_before_waiting.store(cfg.feature_gates.nominate_for_expectation, Ordering::Relaxed);
     info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
