@@ -84,6 +84,8 @@ pub struct Decision {
     pub ev: Evaluation,
     /// PostFilter's result when the pod fit nowhere and the profile has PostFilter plugins.
     pub preemption: Option<PostFilterResult>,
+    /// How long PostFilter took, in seconds, when it ran.
+    pub post_filter_seconds: Option<f64>,
 }
 
 /// One finished cycle.
@@ -111,6 +113,11 @@ pub struct Engine {
     pub groups: Groups,
     /// Pods a Permit plugin made wait, with the end of their wait.
     waiting: std::collections::HashMap<String, (Instant, Duration)>,
+    /// Whether PreEnqueue, Reserve and Permit runs are timed into `timings` (`run` turns
+    /// this on and takes them each loop).
+    pub record_timings: bool,
+    /// Timed runs: (extension point, status, profile, seconds).
+    pub timings: Vec<(&'static str, &'static str, String, f64)>,
 }
 
 /// Why Reserve or Permit refused the chosen node.
@@ -146,6 +153,8 @@ impl Engine {
             queue: SchedulingQueue::default(),
             groups: Groups::default(),
             waiting: Default::default(),
+            record_timings: false,
+            timings: Vec::new(),
         }
     }
 
@@ -180,6 +189,12 @@ impl Engine {
         moved
     }
 
+    fn timed(&mut self, point: &'static str, status: &'static str, profile: &str, since: Instant) {
+        if self.record_timings {
+            self.timings.push((point, status, profile.to_string(), since.elapsed().as_secs_f64()));
+        }
+    }
+
     /// Reserve and Permit for the node a cycle chose: the pod is assumed there, each
     /// Reserve plugin of its profile assumes what the pod takes, and each Permit plugin
     /// has its say (a wait is recorded for the binding cycle). On failure nothing is kept.
@@ -192,21 +207,27 @@ impl Engine {
     ) -> Result<Arc<PodInfo>, Refused> {
         let placed = self.cache.assume(pod, node).map_err(|e| Refused::Error(format!("failed to assume pod: {e}")))?;
         let key = pod.key();
-        if let Err(e) = self.cache.reserve(pod, node, &profile.reserves) {
+        let t0 = Instant::now();
+        let reserved = self.cache.reserve(pod, node, &profile.reserves);
+        self.timed("Reserve", if reserved.is_ok() { "Success" } else { "Error" }, &profile.scheduler_name, t0);
+        if let Err(e) = reserved {
             self.cache.forget(&key);
             return Err(Refused::Error(e));
         }
+        let t0 = Instant::now();
         let mut wait: Option<Duration> = None;
         for plugin in &profile.permits {
             match plugin.permit(self.cache.objects(), pod, node) {
                 Permit::Allow => {}
                 Permit::Wait(d) => wait = Some(wait.map_or(d, |w| w.min(d))),
                 Permit::Reject(status) => {
+                    self.timed("Permit", "Unschedulable", &profile.scheduler_name, t0);
                     self.cache.forget(&key);
                     return Err(Refused::Rejected { plugin: plugin.name(), message: status.message() });
                 }
             }
         }
+        self.timed("Permit", if wait.is_some() { "Wait" } else { "Success" }, &profile.scheduler_name, t0);
         self.waiting.remove(&key);
         if let Some(d) = wait {
             self.waiting.insert(key, (now + d, d));
@@ -312,7 +333,11 @@ impl Cycler {
     pub fn begin(&mut self, engine: &mut Engine, now: Instant) -> Option<Result<Attempt, Cycle>> {
         let queued = loop {
             let queued = engine.queue.pop(now)?;
-            let Some(plugin) = self.gate(engine, &queued.pod) else { break queued };
+            let t0 = Instant::now();
+            let gate = self.gate(engine, &queued.pod);
+            let status = if gate.is_some() { "UnschedulableAndUnresolvable" } else { "Success" };
+            engine.timed("PreEnqueue", status, &queued.pod.scheduler_name, t0);
+            let Some(plugin) = gate else { break queued };
             let profiles = &engine.profiles;
             engine.queue.gate(&queued.pod.key(), plugin, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));
         };
@@ -363,18 +388,20 @@ impl Cycler {
             if ev.error.is_none() && ev.feasible == [i] {
                 ev.selected = Some(i);
                 ev.num_nodes = self.snapshot.len();
-                return Decision { ev, preemption: None };
+                return Decision { ev, preemption: None, post_filter_seconds: None };
             }
         }
         let ev = self.evaluate_all(attempt);
-        let preemption = if ev.selected.is_none() && ev.error.is_none() {
+        let (preemption, post_filter_seconds) = if ev.selected.is_none() && ev.error.is_none() {
+            let t0 = Instant::now();
             let mut pod = (*attempt.queued.pod).clone();
             pod.nominated_node = attempt.nominated.clone();
-            run_post_filters(&self.profiles[pi], &pod, &mut self.snapshot, &ev, &mut self.rng)
+            let result = run_post_filters(&self.profiles[pi], &pod, &mut self.snapshot, &ev, &mut self.rng);
+            (result, Some(t0.elapsed().as_secs_f64()))
         } else {
-            None
+            (None, None)
         };
-        Decision { ev, preemption }
+        Decision { ev, preemption, post_filter_seconds }
     }
 
     fn evaluate_all(&mut self, attempt: &Attempt) -> Evaluation {
@@ -410,7 +437,7 @@ impl Cycler {
     /// the pods waiting on it), or parks it, or backs it off after an error.
     pub fn finish(&mut self, engine: &mut Engine, attempt: Attempt, decision: Decision, now: Instant) -> Cycle {
         let Attempt { queued, profile, started, .. } = attempt;
-        let Decision { ev, preemption } = decision;
+        let Decision { ev, preemption, .. } = decision;
         let pod: Arc<PodInfo> = queued.pod.clone();
         let key = pod.key();
         let profile_name = self.profiles[profile].scheduler_name.clone();

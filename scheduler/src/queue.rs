@@ -318,6 +318,17 @@ impl SchedulingQueue {
         self.came("ScheduleAttemptFailure", "backoff");
     }
 
+    /// The events kept for pods in flight, counted by label, with `PodPopped` for the
+    /// pods themselves (kube-scheduler's in-flight events).
+    pub fn in_flight_events(&self) -> Vec<(&'static str, usize)> {
+        let mut counts: std::collections::BTreeMap<&'static str, usize> = Default::default();
+        counts.insert("PodPopped", self.in_flight.len());
+        for (_, ev) in &self.recent {
+            *counts.entry(ev.label()).or_default() += 1;
+        }
+        counts.into_iter().collect()
+    }
+
     /// Pods taken from the queue whose cycle has not ended.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
@@ -693,5 +704,43 @@ mod tests {
         q.delete("default/p");
         assert!(q.pop(t0).is_none());
         assert!(!q.contains("default/p"));
+    }
+
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<(String, String)>>);
+
+    impl QueueObserver for Seen {
+        fn incoming(&self, event: &'static str, queue: &'static str) {
+            self.0.lock().unwrap().push((event.into(), queue.into()));
+        }
+        fn event_handled(&self, _: &'static str, _: f64) {}
+    }
+
+    #[test]
+    fn pods_coming_in_are_told_with_the_event_and_the_sub_queue() {
+        let seen = Arc::new(Seen::default());
+        let mut q = SchedulingQueue::default();
+        q.set_observer(seen.clone());
+        let t0 = Instant::now();
+        q.add(pod("p", 0, 0), t0);
+        q.pop(t0).unwrap();
+        // While the pod is in its cycle, events are kept for it.
+        q.on_event(ClusterEvent::PodDeleted(pod("x", 0, 0)), t0, &|_, _, _| false);
+        assert_eq!(q.in_flight_events(), vec![("AssignedPodDelete", 1), ("PodPopped", 1)]);
+        q.unschedulable("default/p", vec!["NodeResourcesFit"], t0, &|_, _, _| false);
+        assert_eq!(q.in_flight_events(), vec![("PodPopped", 0)]);
+        // A node event that helps, after the backoff: straight to active.
+        let later = t0 + Duration::from_secs(30);
+        q.on_event(ClusterEvent::NodeAdded(Arc::new(algorithms::NodeInfo::default())), later, &|_, _, _| true);
+        q.pop(later).unwrap();
+        q.error("default/p", later);
+        let told: Vec<(String, String)> = seen.0.lock().unwrap().clone();
+        let want = [
+            ("PodAdd", "active"),
+            ("ScheduleAttemptFailure", "unschedulable"),
+            ("NodeAdd", "active"),
+            ("ScheduleAttemptFailure", "backoff"),
+        ];
+        assert_eq!(told, want.map(|(e, q)| (e.to_string(), q.to_string())));
     }
 }

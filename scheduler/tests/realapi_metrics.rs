@@ -166,6 +166,19 @@ async fn our_metrics_are_kube_schedulers_families() {
         mine.len()
     );
     println!("kube-scheduler's: {:?}", kube.keys().collect::<Vec<_>>());
+    // The extension points each side times.
+    let points = |page: &str| -> BTreeSet<String> {
+        page.lines()
+            .filter(|l| l.starts_with("scheduler_framework_extension_point_duration_seconds_count"))
+            .filter_map(|l| l.split("extension_point=\"").nth(1)?.split('"').next().map(String::from))
+            .collect()
+    };
+    let (kube_points, our_points) = (points(&kube_page), points(&our_page));
+    println!("extension points timed: kube-scheduler {kube_points:?}, ours {our_points:?}");
+    // Filter, PreScore and Score run fused per node here (the README says so).
+    let fused: BTreeSet<String> = ["Filter", "PreScore", "Score"].iter().map(|s| s.to_string()).collect();
+    let untimed: Vec<&String> = kube_points.difference(&our_points).filter(|p| !fused.contains(*p)).collect();
+    assert!(untimed.is_empty(), "extension points kube-scheduler times and ours does not: {untimed:?}");
     let listed_but_exposed: Vec<&String> = skipped.iter().filter(|s| mine.contains_key(*s)).collect();
     assert!(listed_but_exposed.is_empty(), "listed as not applicable yet exposed: {listed_but_exposed:?}");
     assert!(missing.is_empty(), "{} families differ:\n{}", missing.len(), missing.join("\n"));

@@ -134,7 +134,10 @@ pub fn evaluate_cached(
         return super::evaluate(profile, pod, snapshot, rng, opts);
     }
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
-    let Some((fstates, allowed)) = pre_filter_all(profile, pod, snapshot, &mut ev, n, &|k| k) else { return ev };
+    let t0 = std::time::Instant::now();
+    let pre = pre_filter_all(profile, pod, snapshot, &mut ev, n, &|k| k);
+    ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
+    let Some((fstates, allowed)) = pre else { return ev };
 
     // Node-local filters form the leading run of the profile; the rest always run.
     let local_filters = profile.filters.iter().take_while(|f| f.node_local()).count();

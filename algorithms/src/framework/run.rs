@@ -46,6 +46,8 @@ pub struct Evaluation {
     pub selected: Option<usize>,
     /// An internal error that stopped the attempt.
     pub error: Option<Status>,
+    /// How long PreFilter took, in seconds.
+    pub pre_filter_seconds: f64,
 }
 
 /// Options for one attempt.
@@ -388,7 +390,10 @@ fn filter_from(
         candidates.map_or(k, |c| c[k])
     };
     let mut ev = Evaluation { num_nodes: n, ..Default::default() };
-    let Some((states, allowed)) = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at) else { return ev };
+    let t0 = std::time::Instant::now();
+    let pre = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at);
+    ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
+    let Some((states, allowed)) = pre else { return ev };
 
     // Nodes with nominated pods, looked up by name once per attempt rather than per node.
     let nominated = nominated_mask(snapshot);

@@ -189,7 +189,10 @@ pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) ->
             warn!(pod = %req.pod.key(), node = %req.node, error = %e, "failed to set the nominated node before binding");
         }
     }
-    match binding::pre_bind(host, req).await {
+    let outcome = binding::pre_bind(host, req).await;
+    let status = if outcome.is_ok() { "Success" } else { "Error" };
+    host.shared.metrics.extension_point("PreBind", status, &req.profile, t0.elapsed().as_secs_f64());
+    match outcome {
         Ok(()) => {
             debug!(pod = %req.pod.key(), node = %req.node, ms = t0.elapsed().as_millis() as u64, "ready to bind");
             true
@@ -213,10 +216,22 @@ pub async fn bind_and_record(host: ApiHost, reporter: Arc<Reporter>, req: BindRe
 }
 
 /// Whether the pod has anything to do before its Binding (a reservation to write, a
-/// wait at Permit): such pods are not given a binding slot until it is done.
-pub fn has_pre_bind_work(shared: &Shared, key: &str) -> bool {
-    let st = shared.lock();
-    st.engine.cache.has_reservation(key) || st.engine.permit_deadline(key).is_some()
+/// wait at Permit): such pods are not given a binding slot until it is done. This is
+/// kube-scheduler's PreBindPreFlight, and is timed as it.
+pub fn has_pre_bind_work(shared: &Shared, req: &BindRequest) -> bool {
+    let t0 = Instant::now();
+    let key = req.pod.key();
+    let work = {
+        let st = shared.lock();
+        st.engine.cache.has_reservation(&key) || st.engine.permit_deadline(&key).is_some()
+    };
+    let status = if work { "Success" } else { "Skip" };
+    shared.metrics.extension_point("PreBindPreFlight", status, &req.profile, t0.elapsed().as_secs_f64());
+    if !work {
+        // No PreBind plugin has anything to do for the pod: PreBind runs none.
+        shared.metrics.extension_point("PreBind", "Success", &req.profile, 0.0);
+    }
+    work
 }
 
 /// Logs, counts and reports how a binding cycle ended.
@@ -225,6 +240,7 @@ async fn report(host: &ApiHost, reporter: &Reporter, req: &BindRequest, finished
     let key = req.pod.key();
     match finished {
         Finished::Bound => {
+            let t0 = Instant::now();
             debug!(pod = %key, node = %req.node, "bound");
             shared.stats.scheduled.fetch_add(1, Ordering::Relaxed);
             if !shared.stats.first_bind_logged.swap(true, Ordering::Relaxed) {
@@ -234,6 +250,8 @@ async fn report(host: &ApiHost, reporter: &Reporter, req: &BindRequest, finished
             shared.metrics.attempt("scheduled", &req.profile, req.started.elapsed().as_secs_f64());
             shared.metrics.cycle.bound(req.attempts, req.queued_since.elapsed().as_secs_f64());
             reporter.scheduled(&req.pod, &req.node);
+            // PostBind: what follows a successful bind (the Scheduled event queued).
+            shared.metrics.extension_point("PostBind", "Success", &req.profile, t0.elapsed().as_secs_f64());
         }
         Finished::Conflict => info!(pod = %key, "pod was already bound; leaving it to the watch"),
         Finished::Gone => info!(pod = %key, "pod is gone; dropping it"),

@@ -32,7 +32,7 @@ pub struct QueueLabels {
 /// Extension point labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ExtensionLabels {
-    /// Always `Bind` here.
+    /// PreFilter, PostFilter, Reserve, Permit, PreBind or Bind.
     pub extension_point: String,
     /// Success or Error.
     pub status: String,
@@ -56,7 +56,9 @@ pub struct Metrics {
     pub attempt_duration: Family<AttemptLabels, Histogram>,
     /// `scheduler_pending_pods`.
     pub pending: Family<QueueLabels, Gauge>,
-    /// `scheduler_framework_extension_point_duration_seconds` for Bind.
+    /// `scheduler_framework_extension_point_duration_seconds`: PreFilter, PostFilter,
+    /// Reserve, Permit, PreBind and Bind (Filter and Score run fused per node and are
+    /// covered by the algorithm duration).
     pub bind_duration: Family<ExtensionLabels, Histogram>,
     /// `leader_election_master_status`.
     pub leader: Gauge,
@@ -139,11 +141,12 @@ impl Metrics {
 
     /// Records a bind call.
     pub fn bind(&self, ok: bool, profile: &str, seconds: f64) {
-        let labels = ExtensionLabels {
-            extension_point: "Bind".into(),
-            status: if ok { "Success" } else { "Error" }.into(),
-            profile: profile.into(),
-        };
+        self.extension_point("Bind", if ok { "Success" } else { "Error" }, profile, seconds);
+    }
+
+    /// Records one run of an extension point's plugins, with the status code it ended in.
+    pub fn extension_point(&self, point: &str, status: &str, profile: &str, seconds: f64) {
+        let labels = ExtensionLabels { extension_point: point.into(), status: status.into(), profile: profile.into() };
         self.bind_duration.get_or_create(&labels).observe(seconds);
     }
 

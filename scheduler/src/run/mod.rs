@@ -247,7 +247,11 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     if let Some(x) = extenders {
         let _ = shared.extenders.set(x);
     }
-    shared.lock().engine.queue.set_observer(Arc::new(shared.metrics.flow.clone()));
+    {
+        let mut st = shared.lock();
+        st.engine.queue.set_observer(Arc::new(shared.metrics.flow.clone()));
+        st.engine.record_timings = true;
+    }
     shared.nominate_before_waiting.store(cfg.feature_gates.nominate_for_expectation, Ordering::Relaxed);
     info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
 
@@ -329,7 +333,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         tokio::spawn(async move {
             while let Some(work) = work_rx.recv().await {
                 match work {
-                    Work::Bind(req) if binder::has_pre_bind_work(&shared, &req.pod.key()) => {
+                    Work::Bind(req) if binder::has_pre_bind_work(&shared, &req) => {
                         // Waiting at Permit or for PreBind's writes to take effect holds no
                         // binding slot: a slow provisioner must not stall the pods that have
                         // nothing to wait for.

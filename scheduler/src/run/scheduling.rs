@@ -18,6 +18,9 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
             return;
         }
         let mut st = shared.lock();
+        for (point, status, profile, seconds) in st.engine.timings.drain(..) {
+            shared.metrics.extension_point(point, status, &profile, seconds);
+        }
         if !shared.may_schedule_locked(&st) {
             let _ = shared.cv.wait_timeout(st, Duration::from_millis(200));
             continue;
@@ -103,7 +106,9 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
                 let t0 = Instant::now();
                 let ev = cycler.evaluate(&attempt);
                 shared.metrics.cycle.algorithm_duration.observe(t0.elapsed().as_secs_f64());
+                let profile = cycler.profile_of(&attempt).scheduler_name.clone();
                 evaluations(&shared.metrics.flow, cycler.profile_of(&attempt), &ev.ev);
+                extension_points(&shared.metrics, &profile, &ev);
                 let mut st = shared.lock();
                 let cycle = cycler.finish(&mut st.engine, attempt, ev, Instant::now());
                 if !shared.is_leader() && give_back(&mut st.engine, &cycle, now) {
@@ -131,6 +136,24 @@ fn evaluations(flow: &crate::run::metrics::FlowMetrics, profile: &algorithms::Pr
     let scored = || ev.scores.iter().filter(|s| !s.skipped).map(|s| s.name);
     flow.evaluated(name, "PreScore", scored());
     flow.evaluated(name, "Score", scored());
+}
+
+/// `scheduler_framework_extension_point_duration_seconds` of a cycle's PreFilter and
+/// PostFilter, with the status code each ended in.
+fn extension_points(metrics: &super::metrics::Metrics, profile: &str, d: &crate::engine::Decision) {
+    let pre = match (&d.ev.error, &d.ev.prefilter_rejection) {
+        (Some(_), None) if d.ev.feasible.is_empty() && d.ev.rejected.is_empty() => "Error",
+        (_, Some(st)) => st.code.as_str(),
+        _ => "Success",
+    };
+    metrics.extension_point("PreFilter", pre, profile, d.ev.pre_filter_seconds);
+    if let Some(seconds) = d.post_filter_seconds {
+        let status = match &d.preemption {
+            Some(algorithms::framework::PostFilterResult::Nominate(_)) => "Success",
+            _ => "Unschedulable",
+        };
+        metrics.extension_point("PostFilter", status, profile, seconds);
+    }
 }
 
 /// Leadership was lost during the cycle, and another replica schedules now: a pod the

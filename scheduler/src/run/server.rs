@@ -26,6 +26,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         let cache = &st.engine.cache;
         shared.metrics.cycle.cache(cache.node_count(), cache.pod_count(), cache.assumed_count());
         shared.metrics.cycle.unschedulable(&st.engine.queue.unschedulable_by_plugin());
+        shared.metrics.flow.in_flight_events(&st.engine.queue.in_flight_events());
     }
     ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], shared.metrics.render())
         .into_response()

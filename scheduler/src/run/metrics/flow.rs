@@ -68,6 +68,9 @@ pub struct FlowMetrics {
     pub preemption_duration: Family<ResultLabels, Histogram>,
     /// `scheduler_preemption_goroutines_execution_total{result}`.
     pub preemption_executions: Family<ResultLabels, Counter>,
+    /// `scheduler_inflight_events{event}`: events kept for pods in their cycle.
+    pub inflight_events: Family<EventLabels, Gauge>,
+    inflight_seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<&'static str>>>,
 }
 
 impl FlowMetrics {
@@ -80,7 +83,14 @@ impl FlowMetrics {
             plugin_evaluation: Family::default(),
             preemption_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.01, 2.0, 20))),
             preemption_executions: Family::default(),
+            inflight_events: Family::default(),
+            inflight_seen: Default::default(),
         };
+        registry.register(
+            "scheduler_inflight_events",
+            "Number of events kept for pods in their scheduling cycle, and of such pods (PodPopped)",
+            m.inflight_events.clone(),
+        );
         registry.register(
             "scheduler_queue_incoming_pods",
             "Number of pods added to scheduling queues by event and queue type",
@@ -119,6 +129,20 @@ impl FlowMetrics {
         let g = self.in_flight.get_or_create(&OperationLabels { operation: operation.into() }).clone();
         g.inc();
         InFlight(g)
+    }
+
+    /// Sets the in-flight event gauges; labels set before and not listed now drop to zero.
+    pub fn in_flight_events(&self, counts: &[(&'static str, usize)]) {
+        let mut seen = self.inflight_seen.lock().unwrap_or_else(|e| e.into_inner());
+        for label in seen.iter() {
+            if !counts.iter().any(|(l, _)| l == label) {
+                self.inflight_events.get_or_create(&EventLabels { event: (*label).into() }).set(0);
+            }
+        }
+        for (label, n) in counts {
+            self.inflight_events.get_or_create(&EventLabels { event: (*label).into() }).set(*n as i64);
+            seen.insert(label);
+        }
     }
 
     /// Records a preemption's API calls.
