@@ -68,7 +68,12 @@ pub struct Metrics {
     pub cycle: CycleMetrics,
     /// The queue's incoming pods, event handling, plugin evaluations, work in flight.
     pub flow: FlowMetrics,
+    extension_histograms: std::sync::Mutex<ExtensionHistograms>,
 }
+
+/// The extension point histograms by profile, then extension point and status.
+type ExtensionHistograms =
+    std::collections::HashMap<String, std::collections::HashMap<(&'static str, &'static str), Histogram>>;
 
 fn buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -118,7 +123,18 @@ impl Default for Metrics {
         );
         let cycle = CycleMetrics::register(&mut registry);
         let flow = FlowMetrics::register(&mut registry);
-        Metrics { registry, attempts, attempt_duration, pending, bind_duration, leader, events, cycle, flow }
+        Metrics {
+            registry,
+            attempts,
+            attempt_duration,
+            pending,
+            bind_duration,
+            leader,
+            events,
+            cycle,
+            flow,
+            extension_histograms: Default::default(),
+        }
     }
 }
 
@@ -144,10 +160,20 @@ impl Metrics {
         self.extension_point("Bind", if ok { "Success" } else { "Error" }, profile, seconds);
     }
 
-    /// Records one run of an extension point's plugins, with the status code it ended in.
-    pub fn extension_point(&self, point: &str, status: &str, profile: &str, seconds: f64) {
-        let labels = ExtensionLabels { extension_point: point.into(), status: status.into(), profile: profile.into() };
-        self.bind_duration.get_or_create(&labels).observe(seconds);
+    /// Records one run of an extension point's plugins, with the status code it ended in
+    /// (the histograms are looked up without building labels after their first use).
+    pub fn extension_point(&self, point: &'static str, status: &'static str, profile: &str, seconds: f64) {
+        let mut cache = self.extension_histograms.lock().unwrap_or_else(|e| e.into_inner());
+        let by_point = match cache.get_mut(profile) {
+            Some(m) => m,
+            None => cache.entry(profile.to_string()).or_default(),
+        };
+        let h = by_point.entry((point, status)).or_insert_with(|| {
+            let labels =
+                ExtensionLabels { extension_point: point.into(), status: status.into(), profile: profile.into() };
+            self.bind_duration.get_or_create(&labels).clone()
+        });
+        h.observe(seconds);
     }
 
     /// The Prometheus text exposition.

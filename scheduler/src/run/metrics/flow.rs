@@ -71,7 +71,12 @@ pub struct FlowMetrics {
     /// `scheduler_inflight_events{event}`: events kept for pods in their cycle.
     pub inflight_events: Family<EventLabels, Gauge>,
     inflight_seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<&'static str>>>,
+    evaluation_counters: std::sync::Arc<std::sync::Mutex<EvaluationCounters>>,
 }
+
+/// `scheduler_plugin_evaluation_total`'s counters by profile, then extension point and plugin.
+type EvaluationCounters =
+    std::collections::HashMap<String, std::collections::HashMap<(&'static str, &'static str), Counter>>;
 
 impl FlowMetrics {
     /// The families, registered in `registry`.
@@ -85,6 +90,7 @@ impl FlowMetrics {
             preemption_executions: Family::default(),
             inflight_events: Family::default(),
             inflight_seen: Default::default(),
+            evaluation_counters: Default::default(),
         };
         registry.register(
             "scheduler_inflight_events",
@@ -152,15 +158,24 @@ impl FlowMetrics {
         self.preemption_executions.get_or_create(&labels).inc();
     }
 
-    /// Counts one evaluation of each plugin at an extension point.
-    pub fn evaluated<'a>(&self, profile: &str, extension_point: &str, plugins: impl Iterator<Item = &'a str>) {
+    /// Counts one evaluation of each plugin at an extension point (the counters are
+    /// looked up without building labels after their first use).
+    pub fn evaluated(&self, profile: &str, extension_point: &'static str, plugins: impl Iterator<Item = &'static str>) {
+        let mut cache = self.evaluation_counters.lock().unwrap_or_else(|e| e.into_inner());
+        let by_plugin = match cache.get_mut(profile) {
+            Some(m) => m,
+            None => cache.entry(profile.to_string()).or_default(),
+        };
         for plugin in plugins {
-            let labels = EvaluationLabels {
-                plugin: plugin.into(),
-                extension_point: extension_point.into(),
-                profile: profile.into(),
-            };
-            self.plugin_evaluation.get_or_create(&labels).inc();
+            let counter = by_plugin.entry((extension_point, plugin)).or_insert_with(|| {
+                let labels = EvaluationLabels {
+                    plugin: plugin.into(),
+                    extension_point: extension_point.into(),
+                    profile: profile.into(),
+                };
+                self.plugin_evaluation.get_or_create(&labels).clone()
+            });
+            counter.inc();
         }
     }
 }
