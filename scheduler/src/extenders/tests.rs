@@ -379,3 +379,69 @@ fn preemption_nominates_only_where_the_extender_agrees() {
         }
     }
 }
+
+/// Serves the answer over HTTPS with a certificate for 127.0.0.1 signed by a test CA;
+/// returns the address and the CA's PEM.
+fn serve_https(answer: Answer) -> (SocketAddr, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = testing::certs::Certificates::write(dir.path()).unwrap();
+    let ca = std::fs::read_to_string(&certs.ca).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&certs.serving_cert, &certs.serving_key)
+                .await
+                .unwrap();
+            let app = Router::new().route(
+                "/ext/{verb}",
+                post(move |Path(verb): Path<String>, Json(body): Json<Value>| {
+                    let answer = answer.clone();
+                    async move { Json(answer(&verb, &body).1) }
+                }),
+            );
+            axum_server::from_tcp_rustls(listener, tls).unwrap().serve(app.into_make_service()).await.unwrap();
+        });
+    });
+    (addr, ca, dir)
+}
+
+#[test]
+fn https_extenders_are_verified_against_the_configured_authority() {
+    let (addr, ca, _dir) = serve_https(Box::new(|_, _| (200, json!({"NodeNames": ["n1"]}))));
+    let (nodes, snap) = cluster(2);
+    let url = format!("https://{addr}/ext");
+    let b64 = |s: &str| k8s_openapi::ByteString(s.as_bytes().to_vec());
+    let ca_data = serde_json::to_value(b64(&ca)).unwrap();
+    let other_ca = {
+        let dir = tempfile::tempdir().unwrap();
+        let c = testing::certs::Certificates::write(dir.path()).unwrap();
+        serde_json::to_value(b64(&std::fs::read_to_string(c.ca).unwrap())).unwrap()
+    };
+    let cases = [
+        // The server's own authority: verified.
+        (json!({"enableHTTPS": true, "tlsConfig": {"caData": ca_data}}), true),
+        // HTTPS without an authority is not verified, as kube-scheduler's transport.
+        (json!({"enableHTTPS": true}), true),
+        // Another authority: refused.
+        (json!({"enableHTTPS": true, "tlsConfig": {"caData": other_ca}}), false),
+        // Another authority, told to skip verification.
+        (json!({"enableHTTPS": true, "tlsConfig": {"caData": other_ca, "insecure": true}}), true),
+    ];
+    for (tls, ok) in cases {
+        let mut cfg = json!({"urlPrefix": url, "filterVerb": "filter", "nodeCacheCapable": true});
+        cfg.as_object_mut().unwrap().extend(tls.as_object().unwrap().clone());
+        let x = set(vec![cfg.clone()]);
+        let pod = pending(&x, &PodBuilder::new("p").build(), &nodes);
+        let mut ev = all_feasible(&snap);
+        x.filter(&pod, &snap, &mut ev);
+        if ok {
+            assert!(ev.error.is_none(), "{cfg}: {:?}", ev.error);
+            assert_eq!(names(&snap, &ev.feasible), ["n1"], "{cfg}");
+        } else {
+            assert!(ev.error.is_some(), "{cfg}: an unknown authority was accepted");
+        }
+    }
+}
