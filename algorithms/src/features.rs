@@ -24,6 +24,10 @@ pub const SCHEDULER_POP_FROM_BACKOFF_Q: &str = "SchedulerPopFromBackoffQ";
 /// `status.nominatedNodeName` first, for cluster autoscalers and queueing controllers.
 pub const NOMINATED_NODE_NAME_FOR_EXPECTATION: &str = "NominatedNodeNameForExpectation";
 
+/// `DRADeviceTaints` (beta, on): devices with NoSchedule or NoExecute taints are
+/// allocated only to requests tolerating them.
+pub const DRA_DEVICE_TAINTS: &str = "DRADeviceTaints";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -37,6 +41,8 @@ pub struct FeatureGates {
     pub node_declared_features: bool,
     /// `SchedulerPopFromBackoffQ`.
     pub pop_from_backoff: bool,
+    /// `DRADeviceTaints`.
+    pub dra_device_taints: bool,
     /// `NominatedNodeNameForExpectation`.
     pub nominate_for_expectation: bool,
 }
@@ -50,6 +56,7 @@ impl Default for FeatureGates {
             node_declared_features: true,
             pop_from_backoff: true,
             nominate_for_expectation: true,
+            dra_device_taints: true,
         }
     }
 }
@@ -73,6 +80,7 @@ impl FeatureGates {
                 NODE_DECLARED_FEATURES => gates.node_declared_features = on,
                 SCHEDULER_POP_FROM_BACKOFF_Q => gates.pop_from_backoff = on,
                 NOMINATED_NODE_NAME_FOR_EXPECTATION => gates.nominate_for_expectation = on,
+                DRA_DEVICE_TAINTS => gates.dra_device_taints = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }
@@ -81,7 +89,11 @@ impl FeatureGates {
 
     /// The structured allocator's features under these gates.
     pub fn dra_features(&self) -> crate::dra::Features {
-        crate::dra::Features { admin_access: self.dra_admin_access, prioritized_list: self.dra_prioritized_list }
+        crate::dra::Features {
+            admin_access: self.dra_admin_access,
+            prioritized_list: self.dra_prioritized_list,
+            device_taints: self.dra_device_taints,
+        }
     }
 }
 

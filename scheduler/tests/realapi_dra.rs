@@ -274,3 +274,62 @@ async fn claims_are_allocated_as_kube_scheduler_allocates_them() {
     assert!(ours.stale_reallocated);
     assert_eq!(ours, kube, "ours against kube-scheduler v1.36.2");
 }
+
+/// A node whose one GPU carries a NoSchedule taint: a pod whose claim does not tolerate
+/// it waits with kube-scheduler's message; one whose claim tolerates it gets the device.
+async fn tainted_device(client: &Client, scheduler: &str) -> (String, Option<String>) {
+    api::create_node(client, &NodeBuilder::new("n-t").capacity("8", "16Gi", "110").build()).await.unwrap();
+    create::<ResourceSlice>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-t-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": "n-t", "pool": {"name": "n-t", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "taints": [{"key": "example.com/unhealthy", "value": "xid-48", "effect": "NoSchedule"}]}]}}),
+    )
+    .await;
+    create::<DeviceClass>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
+    )
+    .await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    for (name, tolerations) in
+        [("plain", json!([])), ("tolerant", json!([{"key": "example.com/unhealthy", "operator": "Exists"}]))]
+    {
+        create(
+            claims.clone(),
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "tolerations": tolerations}}]}}}),
+        )
+        .await;
+    }
+    api::create_pod(client, &pod("plain", scheduler).resource_claim("gpu", "plain").build()).await.unwrap();
+    let message = wait_message(client, "plain").await;
+    api::create_pod(client, &pod("tolerant", scheduler).resource_claim("gpu", "tolerant").build()).await.unwrap();
+    let node = wait_for("tolerant to be bound", Duration::from_secs(60), || async {
+        node_of(&pod_named(client, "tolerant").await).map(String::from)
+    })
+    .await;
+    let device = allocation(&claims.get("tolerant").await.unwrap()).map(|(d, _)| d.join(","));
+    assert_eq!(node, "n-t");
+    (message, device)
+}
+
+#[tokio::test]
+async fn a_tainted_device_goes_only_to_a_claim_that_tolerates_it_as_with_kube_scheduler() {
+    let mut outcomes = Vec::new();
+    for scheduler in ["custom-scheduler", "default-scheduler"] {
+        let Some(p) = plane("realapi_dra_taints").await else { return };
+        let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
+        let _scheduler: Box<dyn std::any::Any> = if scheduler == "custom-scheduler" {
+            Box::new(Ours::start(&p.plane, "custom-scheduler", None, &[]))
+        } else {
+            let config = json!({"profiles": [{"schedulerName": "default-scheduler"}]});
+            Box::new(testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap())
+        };
+        outcomes.push(tainted_device(&p.client, scheduler).await);
+    }
+    assert_eq!(outcomes[0].1.as_deref(), Some("n-t/gpu-0/gpu"));
+    assert!(outcomes[0].0.starts_with("0/1 nodes are available: 1 cannot allocate all claims."), "{}", outcomes[0].0);
+    assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
+}

@@ -31,11 +31,14 @@ pub struct Features {
     pub admin_access: bool,
     /// `DRAPrioritizedList`.
     pub prioritized_list: bool,
+    /// `DRADeviceTaints`: a tainted device goes only to requests tolerating its taints
+    /// (without the gate taints are not looked at).
+    pub device_taints: bool,
 }
 
 impl Default for Features {
     fn default() -> Self {
-        Features { admin_access: true, prioritized_list: true }
+        Features { admin_access: true, prioritized_list: true, device_taints: true }
     }
 }
 
@@ -77,6 +80,8 @@ pub struct Plan {
     prepared: Vec<Vec<Vec<Prepared>>>,
     /// How long one node's search may take (`DynamicResourcesArgs.filterTimeout`).
     timeout: Option<std::time::Duration>,
+    /// Whether device taints are checked.
+    device_taints: bool,
 }
 
 impl Plan {
@@ -94,7 +99,7 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         .iter()
         .map(|c| c.requests.iter().map(|r| r.alternatives.iter().map(|a| prepare(state, c, a)).collect()).collect())
         .collect();
-    Ok(Plan { prepared, timeout: None })
+    Ok(Plan { prepared, timeout: None, device_taints: features.device_taints })
 }
 
 /// Allocates `claims` (none of them allocated) on `node`.
@@ -398,7 +403,13 @@ impl Search<'_> {
     /// Whether device `k` can serve alternative `a` at all (not counting who holds it).
     fn selectable(&mut self, c: usize, r: usize, a: usize, k: usize) -> Result<bool, String> {
         let d = &self.devices[k].device;
-        if !d.binding_conditions.is_empty() || d.consumes_counters || d.tainted {
+        if !d.binding_conditions.is_empty() || d.consumes_counters {
+            return Ok(false);
+        }
+        if self.plan.device_taints
+            && !d.taints.is_empty()
+            && !self.claims[c].requests[r].alternatives[a].tolerates_all(d)
+        {
             return Ok(false);
         }
         matches(&self.plan.prepared[c][r][a], &self.devices[k])

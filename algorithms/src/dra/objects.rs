@@ -99,8 +99,8 @@ pub struct Device {
     pub binding_failure_conditions: Vec<String>,
     /// The device consumes shared counters (partitionable devices).
     pub consumes_counters: bool,
-    /// The device carries a taint with effect NoSchedule or NoExecute.
-    pub tainted: bool,
+    /// Its taints with effect NoSchedule or NoExecute (a `None` taint only informs).
+    pub taints: Vec<DeviceTaint>,
     /// Its CEL value, built when a selector first reads it.
     cel: OnceLock<Result<Box<dyn cel::common::value::Val>, String>>,
     /// Selector verdicts by selector set (see `selectors`).
@@ -179,7 +179,17 @@ impl Slice {
             devices.push(Arc::new(Device {
                 id: super::DeviceId::new(&driver, &spec.pool.name, &d.name),
                 consumes_counters: d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
-                tainted: d.taints.iter().flatten().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"),
+                taints: d
+                    .taints
+                    .iter()
+                    .flatten()
+                    .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                    .map(|t| DeviceTaint {
+                        key: t.key.clone(),
+                        value: t.value.clone().unwrap_or_default(),
+                        effect: t.effect.clone(),
+                    })
+                    .collect(),
                 name: d.name.clone(),
                 cel: OnceLock::new(),
                 verdicts: RwLock::default(),
@@ -253,6 +263,69 @@ pub struct Alternative {
     pub mode: Mode,
     /// Admin access: the devices are not consumed and may be in use.
     pub admin_access: bool,
+    /// The device taints it tolerates.
+    pub tolerations: Vec<DeviceToleration>,
+}
+
+/// A device's taint (`DRADeviceTaints`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceTaint {
+    /// Key.
+    pub key: String,
+    /// Value (empty when unset).
+    pub value: String,
+    /// NoSchedule or NoExecute.
+    pub effect: String,
+}
+
+/// A request's toleration of device taints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceToleration {
+    /// Key; empty matches every key (with `Exists`).
+    pub key: String,
+    /// `Equal` (also when empty) or `Exists`.
+    pub operator: String,
+    /// Value compared with `Equal`.
+    pub value: String,
+    /// Effect; empty matches every effect.
+    pub effect: String,
+}
+
+impl DeviceToleration {
+    fn from_api(t: &api::DeviceToleration) -> Self {
+        DeviceToleration {
+            key: t.key.clone().unwrap_or_default(),
+            operator: t.operator.clone().unwrap_or_default(),
+            value: t.value.clone().unwrap_or_default(),
+            effect: t.effect.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Whether it tolerates `taint`, as Kubernetes' `ToleratesTaint` for devices.
+    pub fn tolerates(&self, taint: &DeviceTaint) -> bool {
+        if !self.effect.is_empty() && self.effect != taint.effect {
+            return false;
+        }
+        if !self.key.is_empty() && self.key != taint.key {
+            return false;
+        }
+        match self.operator.as_str() {
+            "" | "Equal" => self.value == taint.value,
+            "Exists" => true,
+            _ => false,
+        }
+    }
+}
+
+impl Alternative {
+    /// Whether every taint of `device` is tolerated.
+    pub fn tolerates_all(&self, device: &Device) -> bool {
+        device.taints.iter().all(|t| self.tolerations.iter().any(|tol| tol.tolerates(t)))
+    }
+}
+
+fn tolerations(list: Option<&[api::DeviceToleration]>) -> Vec<DeviceToleration> {
+    list.unwrap_or_default().iter().map(DeviceToleration::from_api).collect()
 }
 
 /// A request of a claim: exactly one alternative, or `firstAvailable` sub-requests in
@@ -340,6 +413,7 @@ impl Claim {
                     selectors: selectors(e.selectors.as_deref()),
                     mode,
                     admin_access: e.admin_access == Some(true),
+                    tolerations: tolerations(e.tolerations.as_deref()),
                 }]
             } else {
                 let mut alts = Vec::new();
@@ -352,6 +426,7 @@ impl Claim {
                         selectors: selectors(s.selectors.as_deref()),
                         mode,
                         admin_access: false,
+                        tolerations: tolerations(s.tolerations.as_deref()),
                     });
                 }
                 if alts.is_empty() {

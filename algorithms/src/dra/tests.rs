@@ -729,3 +729,149 @@ fn chained_assumptions_of_pods_that_gave_up_leave_nothing_behind() {
     assert!(!st.is_assumed("default/c"));
     assert_eq!(st.holders(&id), 1);
 }
+
+fn tainted(name: &str, taints: Value) -> Value {
+    json!({"name": name, "taints": taints})
+}
+
+fn tolerating(request: Value, tolerations: Value) -> Value {
+    let mut r = request;
+    if r.get("exactly").is_some() {
+        r["exactly"]["tolerations"] = tolerations;
+    } else {
+        r["tolerations"] = tolerations;
+    }
+    r
+}
+
+#[test]
+fn tainted_devices_go_only_to_requests_that_tolerate_their_taints() {
+    let no_schedule = json!([{"key": "example.com/taint", "value": "tainted", "effect": "NoSchedule"}]);
+    let no_execute = json!([{"key": "example.com/taint", "value": "tainted", "effect": "NoExecute"}]);
+    let informational = json!([{"key": "example.com/taint", "value": "tainted", "effect": "None"}]);
+    let c = |devices: Vec<Value>, requests: Vec<Value>| Case {
+        slices: vec![slice("slice-1", on("node-1"), "pool-1", "driver-a", devices)],
+        claims: claim0(requests),
+        ..Default::default()
+    };
+    let got = |d: &str| one(&[&format!("req-0=driver-a/pool-1/{d}")]);
+    let cases: Vec<(&str, Case, Result<Option<Vec<Vec<String>>>, String>)> = vec![
+        (
+            "a NoSchedule taint keeps the device from a request without tolerations",
+            c(vec![tainted("device-1", no_schedule.clone())], vec![exact("req-0", "class-a", 1)]),
+            Ok(None),
+        ),
+        (
+            "so does NoExecute",
+            c(vec![tainted("device-1", no_execute.clone())], vec![exact("req-0", "class-a", 1)]),
+            Ok(None),
+        ),
+        (
+            "the untainted device is taken instead",
+            c(vec![tainted("device-1", no_schedule.clone()), device("device-2")], vec![exact("req-0", "class-a", 1)]),
+            Ok(got("device-2")),
+        ),
+        (
+            "a None taint only informs",
+            c(vec![tainted("device-1", informational)], vec![exact("req-0", "class-a", 1)]),
+            Ok(got("device-1")),
+        ),
+        (
+            "Exists on the key tolerates it",
+            c(
+                vec![tainted("device-1", no_schedule.clone())],
+                vec![tolerating(
+                    exact("req-0", "class-a", 1),
+                    json!([{"key": "example.com/taint", "operator": "Exists"}]),
+                )],
+            ),
+            Ok(got("device-1")),
+        ),
+        (
+            "Exists without a key tolerates every taint",
+            c(
+                vec![tainted("device-1", no_execute.clone())],
+                vec![tolerating(exact("req-0", "class-a", 1), json!([{"operator": "Exists"}]))],
+            ),
+            Ok(got("device-1")),
+        ),
+        (
+            "Equal with the value tolerates it",
+            c(
+                vec![tainted("device-1", no_schedule.clone())],
+                vec![tolerating(
+                    exact("req-0", "class-a", 1),
+                    json!([{"key": "example.com/taint", "operator": "Equal", "value": "tainted"}]),
+                )],
+            ),
+            Ok(got("device-1")),
+        ),
+        (
+            "Equal with another value does not",
+            c(
+                vec![tainted("device-1", no_schedule.clone())],
+                vec![tolerating(exact("req-0", "class-a", 1), json!([{"key": "example.com/taint", "value": "other"}]))],
+            ),
+            Ok(None),
+        ),
+        (
+            "a toleration of another effect does not",
+            c(
+                vec![tainted("device-1", no_schedule.clone())],
+                vec![tolerating(
+                    exact("req-0", "class-a", 1),
+                    json!([{"key": "example.com/taint", "operator": "Exists", "effect": "NoExecute"}]),
+                )],
+            ),
+            Ok(None),
+        ),
+        (
+            "every taint must be tolerated",
+            c(
+                vec![tainted(
+                    "device-1",
+                    json!([{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]),
+                )],
+                vec![tolerating(exact("req-0", "class-a", 1), json!([{"key": "a", "operator": "Exists"}]))],
+            ),
+            Ok(None),
+        ),
+        (
+            "a sub-request tolerating the taint is the one that fits",
+            c(
+                vec![tainted("device-1", no_schedule.clone())],
+                vec![first_available(
+                    "req-0",
+                    vec![
+                        sub("subReq-0", "class-a", 1),
+                        tolerating(sub("subReq-1", "class-a", 1), json!([{"operator": "Exists"}])),
+                    ],
+                )],
+            ),
+            Ok(one(&["req-0/subReq-1=driver-a/pool-1/device-1"])),
+        ),
+    ];
+    for (name, case, want) in cases {
+        assert_eq!(run(case), want, "{name}");
+    }
+}
+
+#[test]
+fn without_the_device_taints_gate_taints_are_not_looked_at() {
+    let st = {
+        let mut st = DraState::default();
+        let class = class("class-a", "driver-a");
+        st.upsert_class(DeviceClass::from_api(&serde_json::from_value(class).expect("class")).expect("class"));
+        let taint = json!([{"key": "example.com/taint", "effect": "NoSchedule"}]);
+        let s = slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![tainted("device-1", taint)]);
+        st.upsert_slice(Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("slice"));
+        st
+    };
+    let claim = claim("claim-0", vec![exact("req-0", "class-a", 1)]);
+    let claims = vec![Arc::new(Claim::from_api(&serde_json::from_value(claim).expect("claim")).expect("claim"))];
+    let labels = Labels::new();
+    let off = Features { device_taints: false, ..Features::default() };
+    let allocated = |f: Features| matches!(allocate(&st, "node-1", &labels, &claims, f), Ok(Outcome::Allocated(_)));
+    assert!(allocated(off));
+    assert!(!allocated(Features::default()));
+}
