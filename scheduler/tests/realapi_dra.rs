@@ -52,12 +52,7 @@ async fn world(client: &Client) {
         )
         .await;
     }
-    create::<DeviceClass>(
-        Api::all(client.clone()),
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
-    )
-    .await;
+    gpu_class(client).await;
     let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), NS);
     create(
         templates.clone(),
@@ -73,6 +68,16 @@ async fn world(client: &Client) {
                 {"name": "big", "deviceClassName": "gpu",
                     "selectors": [{"cel": {"expression": format!("device.attributes[\"{DRIVER}\"].size == \"big\"")}}]},
                 {"name": "any", "deviceClassName": "gpu"}]}]}}}}),
+    )
+    .await;
+}
+
+/// The DeviceClass `gpu`: every device of the test's driver.
+async fn gpu_class(client: &Client) {
+    create::<DeviceClass>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
     )
     .await;
 }
@@ -286,12 +291,7 @@ async fn tainted_device(client: &Client, scheduler: &str) -> (String, Option<Str
                 "devices": [{"name": "gpu-0", "taints": [{"key": "example.com/unhealthy", "value": "xid-48", "effect": "NoSchedule"}]}]}}),
     )
     .await;
-    create::<DeviceClass>(
-        Api::all(client.clone()),
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}}),
-    )
-    .await;
+    gpu_class(client).await;
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
     for (name, tolerations) in
         [("plain", json!([])), ("tolerant", json!([{"key": "example.com/unhealthy", "operator": "Exists"}]))]

@@ -147,6 +147,22 @@ async fn bound_pods(client: &kube::Client) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Nodes n-a and n-b in zones zone-a and zone-b, and the WaitForFirstConsumer class
+/// `zonal` of the test's provisioner.
+async fn two_zones_and_a_zonal_class(client: &kube::Client) {
+    let nodes: Vec<Node> = [("n-a", "zone-a"), ("n-b", "zone-b")]
+        .iter()
+        .map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build())
+        .collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let _: StorageClass = create(
+        Api::all(client.clone()),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
+            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+}
+
 /// Starts the controllers the test plays, every 100 ms; claims in `withheld` wait.
 fn play_controllers(client: &kube::Client, withheld: Arc<Mutex<BTreeSet<String>>>) -> tokio::task::JoinHandle<()> {
     let client = client.clone();
@@ -165,17 +181,7 @@ async fn a_claim_not_bound_in_time_sends_its_pod_back_until_it_is() {
         return;
     };
     let client = &p.client;
-    let nodes: Vec<Node> = [("n-a", "zone-a"), ("n-b", "zone-b")]
-        .iter()
-        .map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build())
-        .collect();
-    api::create_nodes(client, &nodes, 2).await.unwrap();
-    let _: StorageClass = create(
-        Api::all(client.clone()),
-        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
-            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
-    )
-    .await;
+    two_zones_and_a_zonal_class(client).await;
     let withheld: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(["slow-data".to_string()].into()));
     let played = play_controllers(client, withheld.clone());
     let config = json!({
@@ -397,17 +403,7 @@ async fn a_pod_whose_volume_is_being_provisioned_is_nominated_to_its_node_before
         return;
     };
     let client = &p.client;
-    let nodes: Vec<Node> = [("n-a", "zone-a"), ("n-b", "zone-b")]
-        .iter()
-        .map(|(n, z)| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(ZONE, z).build())
-        .collect();
-    api::create_nodes(client, &nodes, 2).await.unwrap();
-    let _: StorageClass = create(
-        Api::all(client.clone()),
-        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zonal"},
-            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
-    )
-    .await;
+    two_zones_and_a_zonal_class(client).await;
     // The provisioner holds the claim back until the test has seen the nomination.
     let withheld: Arc<Mutex<BTreeSet<String>>> = Arc::new(Mutex::new(["data".to_string()].into()));
     let played = play_controllers(client, withheld.clone());

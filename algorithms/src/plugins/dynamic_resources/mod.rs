@@ -87,29 +87,7 @@ mod duration_text {
 
     /// Parses a Go duration.
     pub fn parse(text: &str) -> Option<Duration> {
-        if text == "0" {
-            return Some(Duration::ZERO);
-        }
-        let mut total = 0f64;
-        let mut rest = text;
-        while !rest.is_empty() {
-            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-            let value: f64 = rest[..end].parse().ok()?;
-            rest = &rest[end..];
-            let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-            let scale = match &rest[..unit_end] {
-                "ns" => 1e-9,
-                "us" | "µs" => 1e-6,
-                "ms" => 1e-3,
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
-                _ => return None,
-            };
-            total += value * scale;
-            rest = &rest[unit_end..];
-        }
-        Some(Duration::from_secs_f64(total))
+        crate::extender_config::parse_go_duration(text)
     }
 }
 
