@@ -28,6 +28,14 @@ pub const NOMINATED_NODE_NAME_FOR_EXPECTATION: &str = "NominatedNodeNameForExpec
 /// allocated only to requests tolerating them.
 pub const DRA_DEVICE_TAINTS: &str = "DRADeviceTaints";
 
+/// `DRADeviceBindingConditions` (beta, on): devices that declare binding conditions are
+/// allocated, and the pod is bound once the driver reports them.
+pub const DRA_DEVICE_BINDING_CONDITIONS: &str = "DRADeviceBindingConditions";
+
+/// `DRAResourceClaimDeviceStatus` (beta, on): drivers report devices' conditions in the
+/// claim's status; binding conditions need it.
+pub const DRA_RESOURCE_CLAIM_DEVICE_STATUS: &str = "DRAResourceClaimDeviceStatus";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -43,6 +51,10 @@ pub struct FeatureGates {
     pub pop_from_backoff: bool,
     /// `DRADeviceTaints`.
     pub dra_device_taints: bool,
+    /// `DRADeviceBindingConditions`.
+    pub dra_binding_conditions: bool,
+    /// `DRAResourceClaimDeviceStatus`.
+    pub dra_device_status: bool,
     /// `NominatedNodeNameForExpectation`.
     pub nominate_for_expectation: bool,
 }
@@ -57,6 +69,8 @@ impl Default for FeatureGates {
             pop_from_backoff: true,
             nominate_for_expectation: true,
             dra_device_taints: true,
+            dra_binding_conditions: true,
+            dra_device_status: true,
         }
     }
 }
@@ -81,6 +95,8 @@ impl FeatureGates {
                 SCHEDULER_POP_FROM_BACKOFF_Q => gates.pop_from_backoff = on,
                 NOMINATED_NODE_NAME_FOR_EXPECTATION => gates.nominate_for_expectation = on,
                 DRA_DEVICE_TAINTS => gates.dra_device_taints = on,
+                DRA_DEVICE_BINDING_CONDITIONS => gates.dra_binding_conditions = on,
+                DRA_RESOURCE_CLAIM_DEVICE_STATUS => gates.dra_device_status = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }
@@ -93,6 +109,7 @@ impl FeatureGates {
             admin_access: self.dra_admin_access,
             prioritized_list: self.dra_prioritized_list,
             device_taints: self.dra_device_taints,
+            binding_conditions: self.dra_binding_conditions && self.dra_device_status,
         }
     }
 }

@@ -333,3 +333,69 @@ async fn a_tainted_device_goes_only_to_a_claim_that_tolerates_it_as_with_kube_sc
     assert!(outcomes[0].0.starts_with("0/1 nodes are available: 1 cannot allocate all claims."), "{}", outcomes[0].0);
     assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
 }
+
+/// A GPU that declares a binding condition: the pod waits, nominated to the node and
+/// unbound, until the test (as the driver) reports the condition true in the claim's
+/// device status. Returns (nominated while waiting, bound node, the result's conditions,
+/// whether the allocation carries a timestamp).
+async fn binding_condition(client: &Client, scheduler: &str) -> (Option<String>, String, Option<Vec<String>>, bool) {
+    api::create_node(client, &NodeBuilder::new("n-bc").capacity("8", "16Gi", "110").build()).await.unwrap();
+    create::<ResourceSlice>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-bc-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": "n-bc", "pool": {"name": "n-bc", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]}}),
+    )
+    .await;
+    gpu_class(client).await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    create(
+        claims.clone(),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "attach"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    )
+    .await;
+    api::create_pod(client, &pod("waits", scheduler).resource_claim("gpu", "attach").build()).await.unwrap();
+    // The claim is written (allocated, reserved for the pod) but the pod is not bound.
+    wait_for("the claim's allocation", Duration::from_secs(60), || async {
+        allocation(&claims.get("attach").await.ok()?).filter(|(_, consumers)| !consumers.is_empty())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let waiting = pod_named(client, "waits").await;
+    assert!(node_of(&waiting).is_none(), "{scheduler}: bound before the binding condition");
+    let nominated = waiting.status.and_then(|s| s.nominated_node_name);
+    let claim = claims.get("attach").await.unwrap();
+    let result = claim.status.as_ref().and_then(|s| s.allocation.as_ref()).unwrap();
+    let conditions =
+        result.devices.as_ref().and_then(|d| d.results.as_ref()).and_then(|r| r[0].binding_conditions.clone());
+    let stamped = result.allocation_timestamp.is_some();
+    // The driver reports the device attached.
+    let status = json!({"status": {"devices": [{"driver": DRIVER, "pool": "n-bc", "device": "gpu-0",
+        "conditions": [{"type": "Attached", "status": "True", "reason": "Attached", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}});
+    claims.patch_status("attach", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let node = wait_for("waits to be bound", Duration::from_secs(60), || async {
+        node_of(&pod_named(client, "waits").await).map(String::from)
+    })
+    .await;
+    (nominated, node, conditions, stamped)
+}
+
+#[tokio::test]
+async fn a_device_with_a_binding_condition_holds_the_bind_until_the_driver_reports_it() {
+    let mut outcomes = Vec::new();
+    for scheduler in ["custom-scheduler", "default-scheduler"] {
+        let Some(p) = plane("realapi_dra_binding_conditions").await else { return };
+        let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
+        let _scheduler: Box<dyn std::any::Any> = if scheduler == "custom-scheduler" {
+            Box::new(Ours::start(&p.plane, "custom-scheduler", None, &[]))
+        } else {
+            let config = json!({"profiles": [{"schedulerName": "default-scheduler"}]});
+            Box::new(testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap())
+        };
+        outcomes.push(binding_condition(&p.client, scheduler).await);
+    }
+    assert_eq!(outcomes[0], (Some("n-bc".to_string()), "n-bc".to_string(), Some(vec!["Attached".to_string()]), true));
+    assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
+}

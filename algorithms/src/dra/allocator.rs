@@ -34,11 +34,14 @@ pub struct Features {
     /// `DRADeviceTaints`: a tainted device goes only to requests tolerating its taints
     /// (without the gate taints are not looked at).
     pub device_taints: bool,
+    /// `DRADeviceBindingConditions` with `DRAResourceClaimDeviceStatus`: devices that
+    /// declare binding conditions are allocated (else they are left alone).
+    pub binding_conditions: bool,
 }
 
 impl Default for Features {
     fn default() -> Self {
-        Features { admin_access: true, prioritized_list: true, device_taints: true }
+        Features { admin_access: true, prioritized_list: true, device_taints: true, binding_conditions: true }
     }
 }
 
@@ -82,6 +85,8 @@ pub struct Plan {
     timeout: Option<std::time::Duration>,
     /// Whether device taints are checked.
     device_taints: bool,
+    /// Whether devices with binding conditions may be allocated.
+    binding_conditions: bool,
 }
 
 impl Plan {
@@ -99,7 +104,12 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         .iter()
         .map(|c| c.requests.iter().map(|r| r.alternatives.iter().map(|a| prepare(state, c, a)).collect()).collect())
         .collect();
-    Ok(Plan { prepared, timeout: None, device_taints: features.device_taints })
+    Ok(Plan {
+        prepared,
+        timeout: None,
+        device_taints: features.device_taints,
+        binding_conditions: features.binding_conditions,
+    })
 }
 
 /// Allocates `claims` (none of them allocated) on `node`.
@@ -403,7 +413,7 @@ impl Search<'_> {
     /// Whether device `k` can serve alternative `a` at all (not counting who holds it).
     fn selectable(&mut self, c: usize, r: usize, a: usize, k: usize) -> Result<bool, String> {
         let d = &self.devices[k].device;
-        if !d.binding_conditions.is_empty() || d.consumes_counters {
+        if (!d.binding_conditions.is_empty() && !self.plan.binding_conditions) || d.consumes_counters {
             return Ok(false);
         }
         if self.plan.device_taints
@@ -503,6 +513,9 @@ fn result(
                 pool: d.id.pool.to_string(),
                 device: d.name.clone(),
                 admin_access: alt.admin_access.then_some(true),
+                binding_conditions: (!d.binding_conditions.is_empty()).then(|| d.binding_conditions.clone()),
+                binding_failure_conditions: (!d.binding_conditions.is_empty())
+                    .then(|| d.binding_failure_conditions.clone()),
                 ..Default::default()
             }
         })

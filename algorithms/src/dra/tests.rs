@@ -875,3 +875,25 @@ fn without_the_device_taints_gate_taints_are_not_looked_at() {
     assert!(allocated(off));
     assert!(!allocated(Features::default()));
 }
+
+#[test]
+fn devices_with_binding_conditions_are_allocated_with_them_when_the_gates_are_on() {
+    let mut st = DraState::default();
+    let class = class("class-a", "driver-a");
+    st.upsert_class(DeviceClass::from_api(&serde_json::from_value(class).expect("class")).expect("class"));
+    let attached =
+        json!({"name": "device-1", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]});
+    let s = slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![attached]);
+    st.upsert_slice(Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("slice"));
+    let claim = claim("claim-0", vec![exact("req-0", "class-a", 1)]);
+    let claims = vec![Arc::new(Claim::from_api(&serde_json::from_value(claim).expect("claim")).expect("claim"))];
+    let labels = Labels::new();
+    let Ok(Outcome::Allocated(a)) = allocate(&st, "node-1", &labels, &claims, Features::default()) else {
+        panic!("not allocated with the gates on");
+    };
+    let result = &a[0].devices.as_ref().and_then(|d| d.results.clone()).unwrap_or_default()[0];
+    assert_eq!(result.binding_conditions, Some(vec!["Attached".to_string()]));
+    assert_eq!(result.binding_failure_conditions, Some(vec!["Failed".to_string()]));
+    let off = Features { binding_conditions: false, ..Features::default() };
+    assert!(matches!(allocate(&st, "node-1", &labels, &claims, off), Ok(Outcome::Unschedulable(None))));
+}

@@ -25,7 +25,10 @@ pub struct Reservation {
     pub writes: Vec<ClaimWrite>,
 }
 
-fn assumed(claim: &Arc<Claim>, allocation: Option<api::AllocationResult>, pod: &PodInfo) -> ClaimWrite {
+/// The claim as PreBind writes it: allocated (with the finalizer) when Reserve allocated
+/// it, the pod in `reservedFor`, and, with binding conditions on, the allocation's
+/// timestamp when it has none (the binding timeout counts from it), as kube-scheduler.
+fn assumed(claim: &Arc<Claim>, allocation: Option<api::AllocationResult>, pod: &PodInfo, stamp: bool) -> ClaimWrite {
     let mut object = (*claim.api).clone();
     let allocated = allocation.is_some();
     let finalizers = object.metadata.finalizers.get_or_insert_with(Vec::new);
@@ -36,6 +39,9 @@ fn assumed(claim: &Arc<Claim>, allocation: Option<api::AllocationResult>, pod: &
     let status = object.status.get_or_insert_with(Default::default);
     if let Some(a) = allocation {
         status.allocation = Some(a);
+    }
+    if stamp && let Some(a) = status.allocation.as_mut().filter(|a| a.allocation_timestamp.is_none()) {
+        a.allocation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(super::binding::now()));
     }
     status.reserved_for.get_or_insert_with(Vec::new).push(api::ResourceClaimConsumerReference {
         api_group: None,
@@ -79,7 +85,7 @@ impl ReservePlugin for DynamicResources {
             } else {
                 None
             };
-            reservation.writes.push(assumed(&claim, allocation, pod));
+            reservation.writes.push(assumed(&claim, allocation, pod, self.features.binding_conditions));
         }
         if reservation.writes.is_empty() {
             return Ok(None);
@@ -109,9 +115,30 @@ impl PreBindPlugin for DynamicResources {
         r.writes.iter().map(|w| ApiWrite::Claim(w.clone())).collect()
     }
 
-    /// The writes are the whole of it: once the API server accepted them the pod may be bound.
-    fn check(&self, _: &ClusterObjects, _: &Reserved, _: &NodeInfo, _: &[u64]) -> Progress {
+    /// Once the API server accepted the writes the pod may be bound, unless a device
+    /// declares binding conditions: then it waits for the driver to report them all
+    /// true, and fails on a binding failure condition or the binding timeout.
+    fn check(&self, objects: &ClusterObjects, reserved: &Reserved, _: &NodeInfo, _: &[u64]) -> Progress {
+        let Some(r) = reserved.downcast_ref::<Reservation>() else { return Progress::Done };
+        if !self.features.binding_conditions {
+            return Progress::Done;
+        }
+        for w in &r.writes {
+            if !super::binding::has_binding_conditions(&w.claim.api) {
+                continue;
+            }
+            let current = objects.dra.claim(&w.claim.key()).map_or(&w.claim.api, |c| &c.api);
+            match super::binding::readiness(current) {
+                super::binding::Readiness::Ready => {}
+                super::binding::Readiness::Waiting => return Progress::Waiting,
+                super::binding::Readiness::Failed(message) => return Progress::Failed(message),
+            }
+        }
         Progress::Done
+    }
+
+    fn timeout_message(&self) -> String {
+        "device binding timeout".into()
     }
 
     /// Each written claim stays assumed until the watch shows the version its write made.

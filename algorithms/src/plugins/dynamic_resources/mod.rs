@@ -9,6 +9,7 @@
 //! (`lifecycle.rs`); PostFilter deallocates a claim allocated where the pod cannot go
 //! and shapes the end of the FailedScheduling message (`post_filter.rs`).
 
+mod binding;
 mod claims;
 mod lifecycle;
 mod post_filter;
@@ -111,6 +112,9 @@ pub struct ClaimState {
     /// Their checks and compiled selectors (an error fails every node, as upstream's
     /// allocator does).
     pub plan: Result<dra::Plan, String>,
+    /// An allocated claim whose binding conditions failed or timed out: the pod cannot
+    /// use it on any node until PostFilter deallocates it.
+    pub stuck: bool,
 }
 
 impl DynamicResources {
@@ -128,10 +132,17 @@ impl DynamicResources {
             allocated: Vec::new(),
             to_allocate: Vec::new(),
             plan: Err(String::new()),
+            stuck: false,
         };
+        let now = binding::now();
         for claim in claims {
             match claim.allocation() {
-                Some(a) => state.allocated.push(a.node_selector.as_ref().map(NodeSelector::parse)),
+                Some(a) => {
+                    state.allocated.push(a.node_selector.as_ref().map(NodeSelector::parse));
+                    if self.features.binding_conditions && binding::stuck(&claim.api, self.args.binding_timeout, now) {
+                        state.stuck = true;
+                    }
+                }
                 None => {
                     check_classes(&claim, &objects.dra).map_err(Status::unresolvable)?;
                     state.to_allocate.push(claim);
@@ -226,7 +237,7 @@ impl FilterPlugin for DynamicResources {
             }
             return status;
         }
-        if !available {
+        if !available || state.stuck {
             return Status::unresolvable(NOT_AVAILABLE);
         }
         Status::success()

@@ -40,7 +40,7 @@ impl PostFilterPlugin for DynamicResources {
         if pod.resource_claims.iter().all(|c| c.not_needed) {
             return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
         }
-        match deallocation(pod, snapshot, ev) {
+        match deallocation(self, pod, snapshot, ev) {
             Some(claim) => {
                 let write = ClaimWrite { claim, add_finalizer: false, allocated: false };
                 PostFilterResult::Released {
@@ -57,7 +57,7 @@ impl PostFilterPlugin for DynamicResources {
 /// The first of the pod's claims that is allocated where a node Filter turned down for
 /// it (`resourceclaim not available on the node`) cannot use it, and that no other pod
 /// uses, as it is once deallocated (no allocation, no consumers, no device status).
-fn deallocation(pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Option<Arc<Claim>> {
+fn deallocation(plugin: &DynamicResources, pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Option<Arc<Claim>> {
     let turned_down: Vec<usize> = ev
         .rejected
         .iter()
@@ -71,9 +71,13 @@ fn deallocation(pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Option<A
     let claims = pod_claims(pod, &snapshot.objects.dra).ok()?;
     let claim = claims.iter().find(|c| {
         let Some(allocation) = c.allocation() else { return false };
-        let unavailable = allocation.node_selector.as_ref().map(NodeSelector::parse).is_some_and(|sel| {
+        let elsewhere = allocation.node_selector.as_ref().map(NodeSelector::parse).is_some_and(|sel| {
             turned_down.iter().filter_map(|&i| snapshot.nodes.get(i)).any(|n| !sel.matches(&n.name, &n.labels))
         });
+        let now = super::binding::now();
+        let stuck =
+            plugin.features.binding_conditions && super::binding::stuck(&c.api, plugin.args.binding_timeout, now);
+        let unavailable = elsewhere || stuck;
         let unused = match c.reserved_for.as_slice() {
             [] => true,
             [only] => only.uid == uid,
