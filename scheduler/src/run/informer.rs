@@ -57,8 +57,18 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             Update::Pod(ev) => {
                 for change in known_pods.apply(ev, pod_key) {
                     if let Some(x) = shared.extenders.get() {
+                        let ours = |p: &Pod| {
+                            let name = p
+                                .spec
+                                .as_ref()
+                                .and_then(|s| s.scheduler_name.as_deref())
+                                .unwrap_or("default-scheduler");
+                            guard.engine.profiles.iter().any(|prof| prof.scheduler_name == name)
+                        };
                         match &change {
-                            Change::Apply(key, p) => x.objects.put_pod(key, p),
+                            // Only this scheduler's pods are ever sent to an extender.
+                            Change::Apply(key, p) if ours(p) => x.objects.put_pod(key, p),
+                            Change::Apply(key, _) => x.objects.remove_pod(key),
                             Change::Delete(key) => x.objects.remove_pod(key),
                             Change::Listed { .. } => {}
                         }
