@@ -399,3 +399,41 @@ async fn a_device_with_a_binding_condition_holds_the_bind_until_the_driver_repor
     assert_eq!(outcomes[0], (Some("n-bc".to_string()), "n-bc".to_string(), Some(vec!["Attached".to_string()]), true));
     assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
 }
+
+/// Unreserve's patch against the real API server: the pod's entry leaves `reservedFor`,
+/// the other consumer's and the allocation stay, and a claim of another UID is refused.
+#[tokio::test]
+async fn unreserve_takes_only_the_pod_out_of_a_claim() {
+    let Some(p) = plane("realapi_dra_unreserve").await else { return };
+    let client = &p.client;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NS);
+    let claim = create(
+        claims.clone(),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    )
+    .await;
+    let status = json!({"status": {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n-a", "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "a", "uid": "uid-a"}, {"resource": "pods", "name": "b", "uid": "uid-b"}]}});
+    claims.patch_status("shared", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let shared = std::sync::Arc::new(scheduler::run::Shared::new(
+        scheduler::engine::Engine::new(Vec::new()),
+        governor::Quota::per_second(std::num::NonZeroU32::MIN),
+    ));
+    let host = scheduler::run::binder::ApiHost { client: client.clone(), shared };
+    let release = |uid: &str| algorithms::framework::ApiWrite::ReleaseClaim {
+        namespace: NS.into(),
+        name: "shared".into(),
+        claim_uid: uid.into(),
+        pod_uid: "uid-a".into(),
+    };
+    let other = scheduler::binding::ClusterApi::write(&host, &release("not-this-claim")).await;
+    assert!(other.is_err(), "a claim of another UID was patched");
+    let uid = claim.metadata.uid.clone().unwrap();
+    scheduler::binding::ClusterApi::write(&host, &release(&uid)).await.unwrap();
+    let after = claims.get("shared").await.unwrap();
+    let (devices, consumers) = allocation(&after).unwrap();
+    assert_eq!(devices, vec!["n-a/gpu-0/gpu".to_string()]);
+    assert_eq!(consumers, vec!["b".to_string()]);
+}

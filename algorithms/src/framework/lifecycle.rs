@@ -85,6 +85,18 @@ pub enum ApiWrite {
     /// Write a ResourceClaim's allocation and `reservedFor` (adding the delete-protection
     /// finalizer first when it is missing), with its resource version as precondition.
     Claim(crate::dra::ClaimWrite),
+    /// Take a pod out of a ResourceClaim's `reservedFor` (DynamicResources' Unreserve,
+    /// after a binding cycle that wrote the reservation failed), without precondition.
+    ReleaseClaim {
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+        /// The claim's UID (the patch applies only to that claim).
+        claim_uid: String,
+        /// The pod's UID.
+        pod_uid: String,
+    },
 }
 
 /// How PreBind's writes are doing, as the watched objects tell.
@@ -117,6 +129,13 @@ pub trait PreBindPlugin: Send + Sync {
 
     /// How long [`PreBindPlugin::check`] may say [`Progress::Waiting`].
     fn timeout(&self) -> Duration;
+
+    /// After a failed binding cycle: the writes that undo, through the API server, what
+    /// the first `landed` of [`PreBindPlugin::pre_bind`]'s writes did and Unreserve
+    /// must take back there (the pod in a claim's `reservedFor`). None by default.
+    fn undo(&self, _reserved: &Reserved, _pod: &PodInfo, _landed: usize) -> Vec<ApiWrite> {
+        Vec::new()
+    }
 
     /// The failure reported when the wait times out.
     fn timeout_message(&self) -> String {

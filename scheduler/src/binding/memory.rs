@@ -86,6 +86,9 @@ impl<'a> MemoryHost<'a> {
         if let ApiWrite::Claim(w) = write {
             return self.write_claim(w);
         }
+        if let ApiWrite::ReleaseClaim { namespace, name, claim_uid, pod_uid } = write {
+            return self.release_claim(&format!("{namespace}/{name}"), claim_uid, pod_uid);
+        }
         let mut engine = self.lock();
         let version = self.api.next_version();
         let labels = |node: &str| engine.cache.node(node).map(|n| n.labels.clone());
@@ -100,7 +103,9 @@ impl<'a> MemoryHost<'a> {
                 }
                 (c, v, version.clone())
             }
-            ApiWrite::Claim(_) => return Err("a claim write reached the volume path".into()),
+            ApiWrite::Claim(_) | ApiWrite::ReleaseClaim { .. } => {
+                return Err("a claim write reached the volume path".into());
+            }
             ApiWrite::SelectNode { claim, node } => {
                 let Some(labels) = labels(node) else {
                     return Err(format!("selecting node {node} for claim {}: node not found", claim.key()));
@@ -147,6 +152,32 @@ impl MemoryHost<'_> {
         let claim = algorithms::dra::Claim::from_api(&object)?;
         engine.cache.objects_mut().dra.upsert_claim(claim);
         let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Update, key };
+        engine.on_event(ClusterEvent::Storage(event), self.clock);
+        Ok(version.parse().unwrap_or(0))
+    }
+}
+
+impl MemoryHost<'_> {
+    /// Takes a pod out of a claim's `reservedFor`, as the strategic-merge patch does (a
+    /// claim of another UID, or without the pod, is left as it is).
+    fn release_claim(&self, key: &str, claim_uid: &str, pod_uid: &str) -> Result<u64, String> {
+        let mut engine = self.lock();
+        let Some(current) = engine.cache.objects().dra.api_claim(key).cloned() else {
+            return Err(format!("resourceclaims \"{key}\" not found"));
+        };
+        let mut object = (*current.api).clone();
+        let reserved = object.status.as_mut().and_then(|s| s.reserved_for.as_mut());
+        let Some(list) = reserved.filter(|l| l.iter().any(|c| c.uid == pod_uid)) else {
+            return Ok(0);
+        };
+        if !claim_uid.is_empty() && current.uid != claim_uid {
+            return Err(format!("resourceclaims \"{key}\": the claim's UID is not {claim_uid}"));
+        }
+        list.retain(|c| c.uid != pod_uid);
+        let version = self.api.next_version();
+        object.metadata.resource_version = Some(version.clone());
+        engine.cache.objects_mut().dra.upsert_claim(algorithms::dra::Claim::from_api(&object)?);
+        let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Update, key: key.into() };
         engine.on_event(ClusterEvent::Storage(event), self.clock);
         Ok(version.parse().unwrap_or(0))
     }

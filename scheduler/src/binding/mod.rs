@@ -129,12 +129,36 @@ pub async fn pre_bind<H: Host>(host: &H, req: &BindRequest) -> Result<(), Finish
         return Err(Finished::Failed { step: "Permit", message, requeued });
     }
     if !plugins.is_empty()
-        && let Err(message) = run_pre_bind(host, req, plugins).await
+        && let Err((message, undo)) = run_pre_bind(host, req, plugins).await
     {
         let requeued = give_up(host, req, Requeue::IfForgotten);
+        release(host, req, &undo).await;
         return Err(Finished::Failed { step: "PreBind", message, requeued });
     }
     Ok(())
+}
+
+/// What Unreserve takes back through the API server after the cycle failed past
+/// PreBind's writes: each PreBind plugin's undo of all its writes.
+fn undo_all<H: Host>(host: &H, req: &BindRequest) -> Vec<ApiWrite> {
+    let key = req.pod.key();
+    host.with_engine(|e| {
+        let Some(profile) = e.profiles.iter().find(|p| p.scheduler_name == req.profile) else { return Vec::new() };
+        let reserved = |p: &Arc<dyn PreBindPlugin>| e.cache.reserved(&key, p.name()).map(|r| (p.clone(), r.clone()));
+        let plugins: Vec<_> = profile.pre_binds.iter().filter_map(reserved).collect();
+        plugins.iter().flat_map(|(p, r)| p.undo(r, &req.pod, usize::MAX)).collect()
+    })
+}
+
+/// Makes Unreserve's writes; a failure is logged (the next attempt meets the claim as
+/// it is, as kube-scheduler's does).
+async fn release<H: Host>(host: &H, req: &BindRequest, undo: &[ApiWrite]) {
+    for w in undo {
+        host.throttle().await;
+        if let Err(error) = host.api().write(w).await {
+            tracing::warn!(pod = %req.pod.key(), %error, "Unreserve could not take the pod out of a claim");
+        }
+    }
 }
 
 /// The Binding, and what its answer does to the cache and the queue.
@@ -162,7 +186,9 @@ pub async fn bind<H: Host>(host: &H, req: &BindRequest) -> Finished {
         BindOutcome::Failed(message) => {
             // Retried only while still assumed: a pod deleted meanwhile, or whose bind
             // landed after all (the watch showed it bound), is not put back.
+            let undo = undo_all(host, req);
             let requeued = give_up(host, req, Requeue::IfForgotten);
+            release(host, req, &undo).await;
             Finished::Failed { step: "Bind", message, requeued }
         }
     }
@@ -253,16 +279,25 @@ async fn run_pre_bind<H: Host>(
     host: &H,
     req: &BindRequest,
     plugins: Vec<(Arc<dyn PreBindPlugin>, Reserved)>,
-) -> Result<(), String> {
+) -> Result<(), (String, Vec<ApiWrite>)> {
     let key = req.pod.key();
+    // What Unreserve takes back through the API server if the cycle fails from here on.
+    let mut undo: Vec<ApiWrite> = Vec::new();
     for (plugin, reserved) in plugins {
         let failed = |message: String| format!("running PreBind plugin \"{}\": {message}", plugin.name());
         let writes = plugin.pre_bind(&reserved, &req.node);
         let mut versions = Vec::with_capacity(writes.len());
         for w in &writes {
             host.throttle().await;
-            versions.push(host.api().write(w).await.map_err(failed)?);
+            match host.api().write(w).await {
+                Ok(v) => versions.push(v),
+                Err(e) => {
+                    undo.extend(plugin.undo(&reserved, &req.pod, versions.len()));
+                    return Err((failed(e), undo));
+                }
+            }
         }
+        undo.extend(plugin.undo(&reserved, &req.pod, versions.len()));
         if !versions.is_empty() {
             host.with_engine(|e| plugin.written(e.cache.objects_mut(), &reserved, &versions));
         }
@@ -279,14 +314,14 @@ async fn run_pre_bind<H: Host>(
             });
             match progress {
                 Progress::Done => break,
-                Progress::Failed(message) => return Err(failed(message)),
+                Progress::Failed(message) => return Err((failed(message), undo)),
                 Progress::Waiting => {}
             }
             if Instant::now() >= deadline || !host.pause().await {
-                return Err(failed(plugin.timeout_message()));
+                return Err((failed(plugin.timeout_message()), undo));
             }
             if host.stopping() {
-                return Err(failed("the scheduler is stopping".into()));
+                return Err((failed("the scheduler is stopping".into()), undo));
             }
         }
     }

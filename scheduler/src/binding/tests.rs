@@ -293,3 +293,55 @@ fn a_permit_rejection_leaves_the_pod_unschedulable_and_unreserved() {
     assert_eq!(engine.cache.node_of("default/p"), None);
     assert_eq!(engine.queue.lengths().unschedulable, 1);
 }
+
+/// Node `a` with one GPU of a DRA driver, its class, and the claim `gpu` asking for it.
+fn dra_engine() -> (Engine, Cycler) {
+    use algorithms::dra::{Claim, DeviceClass, Slice};
+    let (mut engine, cycler) = default_engine();
+    let dra = &mut engine.cache.objects_mut().dra;
+    let class = serde_json::json!({"metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    dra.upsert_class(DeviceClass::from_api(&serde_json::from_value(class).unwrap()).unwrap());
+    let slice = serde_json::json!({"metadata": {"name": "a-gpus"}, "spec": {"driver": "gpu.example.com", "nodeName": "a",
+        "pool": {"name": "a", "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
+    dra.upsert_slice(Slice::from_api(&serde_json::from_value(slice).unwrap()).unwrap());
+    let claim = serde_json::json!({"metadata": {"name": "gpu", "namespace": "default", "uid": "claim-uid", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}});
+    dra.upsert_claim(Claim::from_api(&serde_json::from_value(claim).unwrap()).unwrap());
+    (engine, cycler)
+}
+
+#[test]
+fn a_failed_binding_takes_the_pod_out_of_the_claims_it_was_reserved_in() {
+    let t0 = Instant::now();
+    let (mut engine, mut cycler) = dra_engine();
+    let p = PodBuilder::new("p").scheduler("custom-scheduler").req("1", "1Gi").resource_claim("gpu", "gpu").info();
+    engine.enqueue(Arc::new(p), t0);
+    let req = schedule(&mut engine, &mut cycler, t0);
+    let api = MemoryApi::default();
+    api.fail_binds(1);
+    let Finished::Failed { step, .. } = run(&mut engine, &api, &req, t0) else { panic!("bound") };
+    assert_eq!(step, "Bind");
+    // PreBind wrote the allocation and the reservation; Unreserve took the pod back out
+    // through the API, and left the allocation, as kube-scheduler's Unreserve does.
+    let claim = engine.cache.objects().dra.api_claim("default/gpu").unwrap().clone();
+    let status = claim.api.status.clone().unwrap_or_default();
+    assert!(status.allocation.is_some(), "the allocation stays");
+    assert!(status.reserved_for.unwrap_or_default().is_empty(), "the pod left reservedFor");
+    // The retry reserves it again and binds.
+    let later = t0 + Duration::from_secs(11);
+    let req = schedule(&mut engine, &mut cycler, later);
+    assert_eq!(run(&mut engine, &api, &req, later), Finished::Bound);
+    let claim = engine.cache.objects().dra.api_claim("default/gpu").unwrap().clone();
+    let consumers: Vec<String> = claim
+        .api
+        .status
+        .clone()
+        .unwrap_or_default()
+        .reserved_for
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(consumers, vec!["p".to_string()]);
+}

@@ -65,6 +65,18 @@ impl ClusterApi for ApiHost {
                 Ok(version(pvc.metadata.resource_version.as_deref().unwrap_or_default()))
             }
             ApiWrite::Claim(w) => write_claim(&self.client, w).await,
+            ApiWrite::ReleaseClaim { namespace, name, claim_uid, pod_uid } => {
+                // kube-scheduler's Unreserve patch: the entry of the pod goes, whatever
+                // else changed in the claim meanwhile.
+                let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+                let patch = json!({"metadata": {"uid": claim_uid},
+                    "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}});
+                let claim = api
+                    .patch_status(name, &params, &Patch::Strategic(&patch))
+                    .await
+                    .map_err(|e| format!("unreserve claim {namespace}/{name}: {e}"))?;
+                Ok(version(claim.metadata.resource_version.as_deref().unwrap_or_default()))
+            }
         }
     }
 

@@ -141,6 +141,23 @@ impl PreBindPlugin for DynamicResources {
         "device binding timeout".into()
     }
 
+    /// kube-scheduler's Unreserve: the pod leaves the `reservedFor` of each claim whose
+    /// write landed (the allocation stays, as kube-scheduler leaves it).
+    fn undo(&self, reserved: &Reserved, pod: &PodInfo, landed: usize) -> Vec<ApiWrite> {
+        let Some(r) = reserved.downcast_ref::<Reservation>() else { return Vec::new() };
+        let uid = pod_uid(pod);
+        r.writes
+            .iter()
+            .take(landed)
+            .map(|w| ApiWrite::ReleaseClaim {
+                namespace: w.claim.namespace.clone(),
+                name: w.claim.name.clone(),
+                claim_uid: w.claim.uid.clone(),
+                pod_uid: uid.clone(),
+            })
+            .collect()
+    }
+
     /// Each written claim stays assumed until the watch shows the version its write made.
     fn written(&self, objects: &mut ClusterObjects, reserved: &Reserved, versions: &[u64]) {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return };
