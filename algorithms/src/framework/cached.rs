@@ -129,7 +129,7 @@ pub fn evaluate_cached(
     // Extenders judge outside the process, so their answers are never cached.
     if nodes_to_find(profile.percentage_of_nodes_to_score, n) < n
         || profile.scores.len() > 16
-        || profile.extenders.is_some()
+        || profile.extenders.as_ref().is_some_and(|x| x.applies_to(pod))
     {
         return super::evaluate(profile, pod, snapshot, rng, opts);
     }

@@ -208,6 +208,13 @@ pub struct Profile {
 /// about the nodes the profile's filters passed, after them, and for extra points after
 /// the profile's scores.
 pub trait Extenders: Send + Sync {
+    /// Whether any extender filters or scores this pod (the others leave it to the
+    /// profile alone, and its evaluation may use the equivalence cache). True by default.
+    fn applies_to(&self, pod: &PodInfo) -> bool {
+        let _ = pod;
+        true
+    }
+
     /// Narrows `ev.feasible`, recording the nodes turned down with a reason in
     /// `ev.rejected` (plugin `Extender`), or sets `ev.error` when the attempt cannot go on.
     fn filter(&self, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation);

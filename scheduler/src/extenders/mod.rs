@@ -111,6 +111,12 @@ impl ExtenderSet {
 }
 
 impl Extenders for ExtenderSet {
+    fn applies_to(&self, pod: &PodInfo) -> bool {
+        let Some(raw) = self.objects.pod(&pod.key()) else { return true };
+        let judges = |e: &&HttpExtender| e.filter_verb().is_some() || e.prioritize_verb().is_some();
+        self.extenders.iter().filter(judges).any(|e| e.interested(&raw))
+    }
+
     fn filter(&self, pod: &PodInfo, snapshot: &Snapshot, ev: &mut Evaluation) {
         let raw = match self.raw_pod(pod) {
             Ok(p) => p,

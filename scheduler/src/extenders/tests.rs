@@ -445,3 +445,30 @@ fn https_extenders_are_verified_against_the_configured_authority() {
         }
     }
 }
+
+#[test]
+fn pods_no_extender_judges_keep_the_equivalence_cache_and_make_no_call() {
+    let (addr, calls) = serve(Box::new(|_, _| (200, json!({"NodeNames": []}))));
+    let x =
+        set(vec![json!({"urlPrefix": format!("http://{addr}/ext"), "filterVerb": "filter", "nodeCacheCapable": true,
+        "managedResources": [{"name": "example.com/gpu"}]})]);
+    let nodes: Vec<_> =
+        (0..3).map(|i| NodeBuilder::new(&format!("n{i}")).resource("example.com/gpu", "4").build()).collect();
+    let snap = snapshot(&nodes, &[]);
+    let plain = pending(&x, &PodBuilder::new("plain").req("1", "1Gi").build(), &nodes);
+    let gpu = pending(&x, &PodBuilder::new("gpu").device("example.com/gpu", "1").build(), &nodes);
+    assert!(!x.applies_to(&plain));
+    assert!(x.applies_to(&gpu));
+    let mut profile = default_profile("custom-scheduler");
+    profile.extenders = Some(x.clone() as Arc<dyn Extenders>);
+    let mut rng = SmallRng::seed_from_u64(1);
+    let mut cache = algorithms::framework::EquivalenceCache::new();
+    let opts = EvaluateOptions::default();
+    let ev = algorithms::framework::evaluate_cached(&profile, &plain, &snap, &mut rng, opts, &mut cache);
+    assert!(ev.selected.is_some());
+    assert!(calls.verbs().is_empty());
+    // The extender rejects every node for the GPU pod (it answers with none).
+    let ev = algorithms::framework::evaluate_cached(&profile, &gpu, &snap, &mut rng, opts, &mut cache);
+    assert_eq!(calls.verbs(), ["filter"]);
+    assert!(ev.selected.is_none());
+}
