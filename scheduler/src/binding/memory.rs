@@ -149,11 +149,51 @@ impl MemoryHost<'_> {
         let version = self.api.next_version();
         let mut object = (*w.claim.api).clone();
         object.metadata.resource_version = Some(version.clone());
+        report_binding_conditions(&mut object);
         let claim = algorithms::dra::Claim::from_api(&object)?;
         engine.cache.objects_mut().dra.upsert_claim(claim);
         let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Update, key };
         engine.on_event(ClusterEvent::Storage(event), self.clock);
         Ok(version.parse().unwrap_or(0))
+    }
+}
+
+/// The in-memory API plays the DRA driver: every binding condition of an allocated
+/// device is reported true at once, so the binding cycle goes on (a simulation has no
+/// driver that could report them later).
+fn report_binding_conditions(object: &mut k8s_openapi::api::resource::v1::ResourceClaim) {
+    use k8s_openapi::api::resource::v1::AllocatedDeviceStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let Some(status) = object.status.as_mut() else { return };
+    let results = status.allocation.as_ref().and_then(|a| a.devices.as_ref()).and_then(|d| d.results.clone());
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    for r in results.into_iter().flatten() {
+        let Some(wanted) = r.binding_conditions.filter(|c| !c.is_empty()) else { continue };
+        let devices = status.devices.get_or_insert_with(Vec::new);
+        let at = match devices.iter().position(|d| d.driver == r.driver && d.pool == r.pool && d.device == r.device) {
+            Some(i) => i,
+            None => {
+                devices.push(AllocatedDeviceStatus {
+                    driver: r.driver.clone(),
+                    pool: r.pool.clone(),
+                    device: r.device.clone(),
+                    ..Default::default()
+                });
+                devices.len() - 1
+            }
+        };
+        let conditions = devices[at].conditions.get_or_insert_with(Vec::new);
+        for t in wanted {
+            conditions.retain(|c| c.type_ != t);
+            conditions.push(Condition {
+                type_: t,
+                status: "True".into(),
+                reason: "Simulated".into(),
+                message: "reported by the in-memory API".into(),
+                last_transition_time: now.clone(),
+                observed_generation: None,
+            });
+        }
     }
 }
 

@@ -296,6 +296,10 @@ fn a_permit_rejection_leaves_the_pod_unschedulable_and_unreserved() {
 
 /// Node `a` with one GPU of a DRA driver, its class, and the claim `gpu` asking for it.
 fn dra_engine() -> (Engine, Cycler) {
+    dra_engine_with(serde_json::json!({"name": "gpu-0"}))
+}
+
+fn dra_engine_with(device: serde_json::Value) -> (Engine, Cycler) {
     use algorithms::dra::{Claim, DeviceClass, Slice};
     let (mut engine, cycler) = default_engine();
     let dra = &mut engine.cache.objects_mut().dra;
@@ -303,7 +307,7 @@ fn dra_engine() -> (Engine, Cycler) {
         "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
     dra.upsert_class(DeviceClass::from_api(&serde_json::from_value(class).unwrap()).unwrap());
     let slice = serde_json::json!({"metadata": {"name": "a-gpus"}, "spec": {"driver": "gpu.example.com", "nodeName": "a",
-        "pool": {"name": "a", "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
+        "pool": {"name": "a", "generation": 1, "resourceSliceCount": 1}, "devices": [device]}});
     dra.upsert_slice(Slice::from_api(&serde_json::from_value(slice).unwrap()).unwrap());
     let claim = serde_json::json!({"metadata": {"name": "gpu", "namespace": "default", "uid": "claim-uid", "resourceVersion": "1"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}});
@@ -344,4 +348,22 @@ fn a_failed_binding_takes_the_pod_out_of_the_claims_it_was_reserved_in() {
         .map(|c| c.name)
         .collect();
     assert_eq!(consumers, vec!["p".to_string()]);
+}
+
+#[test]
+fn the_in_memory_api_reports_binding_conditions_as_a_driver_would() {
+    let t0 = Instant::now();
+    let device = serde_json::json!({"name": "gpu-0", "bindingConditions": ["Attached"]});
+    let (mut engine, mut cycler) = dra_engine_with(device);
+    let p = PodBuilder::new("p").scheduler("custom-scheduler").req("1", "1Gi").resource_claim("gpu", "gpu").info();
+    engine.enqueue(Arc::new(p), t0);
+    let req = schedule(&mut engine, &mut cycler, t0);
+    assert_eq!(run(&mut engine, &MemoryApi::default(), &req, t0), Finished::Bound);
+    let claim = engine.cache.objects().dra.api_claim("default/gpu").unwrap().clone();
+    let status = claim.api.status.clone().unwrap_or_default();
+    let devices = status.devices.unwrap_or_default();
+    let conditions: Vec<(String, String)> =
+        devices[0].conditions.clone().unwrap_or_default().into_iter().map(|c| (c.type_, c.status)).collect();
+    assert_eq!(conditions, vec![("Attached".to_string(), "True".to_string())]);
+    assert!(status.allocation.and_then(|a| a.allocation_timestamp).is_some());
 }
