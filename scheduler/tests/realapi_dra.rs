@@ -280,6 +280,19 @@ async fn claims_are_allocated_as_kube_scheduler_allocates_them() {
     assert_eq!(ours, kube, "ours against kube-scheduler v1.36.2");
 }
 
+/// kube-controller-manager and the scheduler named (ours, or kube-scheduler v1.36.2 as
+/// `default-scheduler`), running until the value is dropped.
+fn start_side(p: &realapi::Plane, scheduler: &str) -> (testing::Process, Box<dyn std::any::Any>) {
+    let kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
+    let running: Box<dyn std::any::Any> = if scheduler == "custom-scheduler" {
+        Box::new(Ours::start(&p.plane, "custom-scheduler", None, &[]))
+    } else {
+        let config = json!({"profiles": [{"schedulerName": "default-scheduler"}]});
+        Box::new(testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap())
+    };
+    (kcm, running)
+}
+
 /// A node whose one GPU carries a NoSchedule taint: a pod whose claim does not tolerate
 /// it waits with kube-scheduler's message; one whose claim tolerates it gets the device.
 async fn tainted_device(client: &Client, scheduler: &str) -> (String, Option<String>) {
@@ -320,13 +333,7 @@ async fn a_tainted_device_goes_only_to_a_claim_that_tolerates_it_as_with_kube_sc
     let mut outcomes = Vec::new();
     for scheduler in ["custom-scheduler", "default-scheduler"] {
         let Some(p) = plane("realapi_dra_taints").await else { return };
-        let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
-        let _scheduler: Box<dyn std::any::Any> = if scheduler == "custom-scheduler" {
-            Box::new(Ours::start(&p.plane, "custom-scheduler", None, &[]))
-        } else {
-            let config = json!({"profiles": [{"schedulerName": "default-scheduler"}]});
-            Box::new(testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap())
-        };
+        let _running = start_side(&p, scheduler);
         outcomes.push(tainted_device(&p.client, scheduler).await);
     }
     assert_eq!(outcomes[0].1.as_deref(), Some("n-t/gpu-0/gpu"));
@@ -387,13 +394,7 @@ async fn a_device_with_a_binding_condition_holds_the_bind_until_the_driver_repor
     let mut outcomes = Vec::new();
     for scheduler in ["custom-scheduler", "default-scheduler"] {
         let Some(p) = plane("realapi_dra_binding_conditions").await else { return };
-        let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
-        let _scheduler: Box<dyn std::any::Any> = if scheduler == "custom-scheduler" {
-            Box::new(Ours::start(&p.plane, "custom-scheduler", None, &[]))
-        } else {
-            let config = json!({"profiles": [{"schedulerName": "default-scheduler"}]});
-            Box::new(testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap())
-        };
+        let _running = start_side(&p, scheduler);
         outcomes.push(binding_condition(&p.client, scheduler).await);
     }
     assert_eq!(outcomes[0], (Some("n-bc".to_string()), "n-bc".to_string(), Some(vec!["Attached".to_string()]), true));

@@ -204,19 +204,9 @@ pub async fn make_client(path: Option<&std::path::Path>) -> Result<Client, RunEr
     Client::try_from(config).map_err(|e| RunError::Client(e.to_string()))
 }
 
-/// Parses `15s`, `500ms`, `2m` durations.
+/// Parses `15s`, `500ms`, `2m`, `1m30s` durations (Go's syntax).
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
-    let v: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "s" | "" => v,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
+    algorithms::extender_config::parse_go_duration(s)
 }
 
 /// Runs the scheduler until `shutdown` completes.
