@@ -422,7 +422,7 @@ async fn unreserve_takes_only_the_pod_out_of_a_claim() {
         scheduler::engine::Engine::new(Vec::new()),
         governor::Quota::per_second(std::num::NonZeroU32::MIN),
     ));
-    let host = scheduler::run::binder::ApiHost { client: client.clone(), shared };
+    let host = scheduler::run::binder::ApiHost::new(client.clone(), shared, 1);
     let release = |uid: &str| algorithms::framework::ApiWrite::ReleaseClaim {
         namespace: NS.into(),
         name: "shared".into(),

@@ -31,10 +31,22 @@ pub struct ApiHost {
     pub client: Client,
     /// The scheduler's state.
     pub shared: Arc<Shared>,
+    /// Bounds PreBind's writes in flight (the Bindings have their own bound): a backlog
+    /// of pods with claims or volumes to write must not put thousands of requests in
+    /// flight at once, where the API server serves them slower than a steady stream.
+    write_slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl ApiHost {
+    /// A host writing through `client`, with at most `writes` PreBind writes in flight.
+    pub fn new(client: Client, shared: Arc<Shared>, writes: usize) -> Self {
+        ApiHost { client, shared, write_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))) }
+    }
 }
 
 impl ClusterApi for ApiHost {
     async fn write(&self, write: &ApiWrite) -> Result<u64, String> {
+        let _slot = self.write_slots.acquire().await.map_err(|_| "the scheduler is stopping".to_string())?;
         let params = PatchParams::default();
         match write {
             ApiWrite::BindVolume { volume, claim } => {
@@ -194,6 +206,7 @@ pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) ->
         && req.pod.nominated_node.as_deref() != Some(&req.node)
     {
         host.shared.limiter.until_ready().await;
+        let _slot = host.write_slots.acquire().await;
         let api: Api<Pod> = Api::namespaced(host.client.clone(), &req.pod.namespace);
         let patch = json!({"status": {"nominatedNodeName": req.node}});
         if let Err(e) = api.patch_status(&req.pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {

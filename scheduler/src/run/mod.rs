@@ -314,7 +314,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
     let dispatch = {
         let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
-        let host = binder::ApiHost { client: client.clone(), shared: shared.clone() };
+        let host = binder::ApiHost::new(client.clone(), shared.clone(), opts.bind_concurrency);
         // The latest unschedulable report of each pod: reports run concurrently, and an
         // older one that has not been written yet is dropped rather than written over a
         // newer one.
@@ -425,7 +425,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
 /// then brings the change, which wakes the pod. A failed write is logged and the pod
 /// retried after its backoff, as kube-scheduler retries a PostFilter error.
 async fn release(client: Client, shared: Arc<Shared>, pod: &Arc<PodInfo>, writes: &[algorithms::framework::ApiWrite]) {
-    let host = binder::ApiHost { client, shared };
+    let host = binder::ApiHost::new(client, shared, 1);
     for w in writes {
         host.shared.limiter.until_ready().await;
         if let Err(error) = crate::binding::ClusterApi::write(&host, w).await {
