@@ -36,6 +36,10 @@ pub const DRA_DEVICE_BINDING_CONDITIONS: &str = "DRADeviceBindingConditions";
 /// claim's status; binding conditions need it.
 pub const DRA_RESOURCE_CLAIM_DEVICE_STATUS: &str = "DRAResourceClaimDeviceStatus";
 
+/// `DRAPartitionableDevices` (beta, on): devices may consume shared counters (one GPU's
+/// partitions) and slices may select nodes per device.
+pub const DRA_PARTITIONABLE_DEVICES: &str = "DRAPartitionableDevices";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -57,6 +61,8 @@ pub struct FeatureGates {
     pub dra_device_status: bool,
     /// `NominatedNodeNameForExpectation`.
     pub nominate_for_expectation: bool,
+    /// `DRAPartitionableDevices`.
+    pub dra_partitionable: bool,
 }
 
 impl Default for FeatureGates {
@@ -71,6 +77,7 @@ impl Default for FeatureGates {
             dra_device_taints: true,
             dra_binding_conditions: true,
             dra_device_status: true,
+            dra_partitionable: true,
         }
     }
 }
@@ -97,6 +104,7 @@ impl FeatureGates {
                 DRA_DEVICE_TAINTS => gates.dra_device_taints = on,
                 DRA_DEVICE_BINDING_CONDITIONS => gates.dra_binding_conditions = on,
                 DRA_RESOURCE_CLAIM_DEVICE_STATUS => gates.dra_device_status = on,
+                DRA_PARTITIONABLE_DEVICES => gates.dra_partitionable = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }
@@ -110,6 +118,7 @@ impl FeatureGates {
             prioritized_list: self.dra_prioritized_list,
             device_taints: self.dra_device_taints,
             binding_conditions: self.dra_binding_conditions && self.dra_device_status,
+            partitionable: self.dra_partitionable,
         }
     }
 }

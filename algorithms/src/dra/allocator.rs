@@ -37,11 +37,21 @@ pub struct Features {
     /// `DRADeviceBindingConditions` with `DRAResourceClaimDeviceStatus`: devices that
     /// declare binding conditions are allocated (else they are left alone).
     pub binding_conditions: bool,
+    /// `DRAPartitionableDevices`: devices consuming shared counters are allocated while
+    /// the counters last, and slices may select nodes per device (else both are left
+    /// alone).
+    pub partitionable: bool,
 }
 
 impl Default for Features {
     fn default() -> Self {
-        Features { admin_access: true, prioritized_list: true, device_taints: true, binding_conditions: true }
+        Features {
+            admin_access: true,
+            prioritized_list: true,
+            device_taints: true,
+            binding_conditions: true,
+            partitionable: true,
+        }
     }
 }
 
@@ -87,6 +97,8 @@ pub struct Plan {
     device_taints: bool,
     /// Whether devices with binding conditions may be allocated.
     binding_conditions: bool,
+    /// Whether partitionable devices are allocated.
+    partitionable: bool,
 }
 
 impl Plan {
@@ -109,6 +121,7 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         timeout: None,
         device_taints: features.device_taints,
         binding_conditions: features.binding_conditions,
+        partitionable: features.partitionable,
     })
 }
 
@@ -158,7 +171,7 @@ fn search(
     if claims.is_empty() {
         return Ok(Outcome::Allocated(Vec::new()));
     }
-    let reach = node_devices(state, node, labels);
+    let reach = node_devices(state, node, labels, plan.partitionable);
     if too_few_free(state, &reach.pools, claims) {
         let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
         return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
@@ -173,6 +186,7 @@ fn search(
         steps: 0,
         timed_out: false,
         taking: Vec::new(),
+        counters: Vec::new(),
         picks: vec![Vec::new(); claims.len()],
         constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
         chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
@@ -282,6 +296,9 @@ struct Search<'a> {
     plan: &'a Plan,
     /// Devices taken in this search (by number), with the claim (index) taking each.
     taking: Vec<(u32, usize)>,
+    /// What each pool's counters still allow, computed when a device of the pool is
+    /// first tried (by pool index).
+    counters: Vec<Option<Left>>,
     picks: Vec<Vec<Pick>>,
     constraints: Vec<Vec<Match>>,
     /// The alternative chosen for each request.
@@ -413,7 +430,9 @@ impl Search<'_> {
     /// Whether device `k` can serve alternative `a` at all (not counting who holds it).
     fn selectable(&mut self, c: usize, r: usize, a: usize, k: usize) -> Result<bool, String> {
         let d = &self.devices[k].device;
-        if (!d.binding_conditions.is_empty() && !self.plan.binding_conditions) || d.consumes_counters {
+        if (!d.binding_conditions.is_empty() && !self.plan.binding_conditions)
+            || (!d.consumes.is_empty() && !self.plan.partitionable)
+        {
             return Ok(false);
         }
         if self.plan.device_taints
@@ -437,6 +456,9 @@ impl Search<'_> {
         let request = &claim.requests[r];
         let alt = &request.alternatives[a];
         let device = &self.devices[k];
+        if !self.consume(k) {
+            return Ok(false);
+        }
         for (i, constraint) in claim.constraints.iter().enumerate() {
             if !constraint.covers(&alt.name) {
                 continue;
@@ -450,6 +472,7 @@ impl Search<'_> {
                 (Some(_), None) => false,
             };
             if !fits {
+                self.release(k);
                 if must {
                     let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
                     return Err(format!(
@@ -489,6 +512,63 @@ impl Search<'_> {
         let key = self.devices[pick.k].device.id.key();
         if let Some(at) = self.taking.iter().rposition(|x| *x == (key, c)) {
             self.taking.remove(at);
+        }
+        self.release(pick.k);
+    }
+
+    /// Charges device `k`'s counters to its pool if every counter of the pool stays
+    /// within what is left (as kube-scheduler, a counter already overdrawn by allocated
+    /// devices blocks every device of its pool).
+    fn consume(&mut self, k: usize) -> bool {
+        let reach = &self.devices[k];
+        if reach.device.consumes.is_empty() {
+            return true;
+        }
+        let Some(counters) = &self.pools[reach.pool].counters else { return false };
+        if self.counters.len() < self.pools.len() {
+            self.counters.resize_with(self.pools.len(), || None);
+        }
+        let left = self.counters[reach.pool].get_or_insert_with(|| Left::of(self.state, counters));
+        left.charge(&reach.device, -1);
+        if left.0.values().flat_map(|set| set.values()).all(|v| *v >= 0) {
+            return true;
+        }
+        left.charge(&reach.device, 1);
+        false
+    }
+
+    /// Gives back what [`Search::consume`] charged for device `k`.
+    fn release(&mut self, k: usize) {
+        let reach = &self.devices[k];
+        if let Some(Some(left)) = self.counters.get_mut(reach.pool) {
+            left.charge(&reach.device, 1);
+        }
+    }
+}
+
+/// A pool's counters less what allocated devices and this search's picks consume.
+#[derive(Debug, Clone)]
+struct Left(std::collections::BTreeMap<String, super::objects::Counters>);
+
+impl Left {
+    /// The counter sets less what the pool's allocated devices consume.
+    fn of(state: &DraState, counters: &super::pools::PoolCounters) -> Self {
+        let mut left = Left(counters.sets.clone());
+        for device in counters.consumers.iter().filter(|d| state.holders(&d.id) > 0) {
+            left.charge(device, -1);
+        }
+        left
+    }
+
+    /// Adds `sign` times the device's consumption.
+    fn charge(&mut self, device: &super::objects::Device, sign: i128) {
+        for used in &device.consumes {
+            let Some(set) = self.0.get_mut(&used.set) else { continue };
+            for (name, amount) in &used.counters {
+                if let Some(v) = set.get_mut(name) {
+                    *v += sign * amount;
+                }
+            }
         }
     }
 }

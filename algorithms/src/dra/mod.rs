@@ -14,10 +14,10 @@ pub use allocator::{
     Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, local, plan,
 };
 pub use objects::{
-    Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, Device, DeviceClass, DeviceTaint,
-    DeviceToleration, FINALIZER, MAX_CONSUMERS, Mode, NodeScope, Request, Slice, qualify,
+    Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, CounterSet, CounterUse, Counters, Device,
+    DeviceClass, DeviceTaint, DeviceToleration, FINALIZER, MAX_CONSUMERS, Mode, NodeScope, Request, Slice, qualify,
 };
-pub use pools::{NodeDevices, Pool, Reachable, gather, node_devices};
+pub use pools::{NodeDevices, Pool, PoolCounters, Reachable, gather, node_devices};
 pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
 pub use state::{DeviceId, DraState, held_devices};
 #[cfg(test)]

@@ -97,8 +97,8 @@ pub struct Device {
     pub binding_conditions: Vec<String>,
     /// Binding failure conditions.
     pub binding_failure_conditions: Vec<String>,
-    /// The device consumes shared counters (partitionable devices).
-    pub consumes_counters: bool,
+    /// The shared counters it consumes while allocated (partitionable devices).
+    pub consumes: Vec<CounterUse>,
     /// Its taints with effect NoSchedule or NoExecute (a `None` taint only informs).
     pub taints: Vec<DeviceTaint>,
     /// Its CEL value, built when a selector first reads it.
@@ -136,8 +136,8 @@ pub struct Slice {
     pub scope: NodeScope,
     /// Its devices, in published order.
     pub devices: Vec<Arc<Device>>,
-    /// The slice publishes shared counters (partitionable devices).
-    pub shared_counters: bool,
+    /// The counter sets it publishes (partitionable devices; such a slice has no devices).
+    pub counter_sets: Vec<CounterSet>,
     /// A number the state gives each slice object it stores, never reused: caches of
     /// per-device results key on it.
     pub version: u64,
@@ -160,6 +160,7 @@ impl Slice {
         let driver = spec.driver.clone();
         let mut devices = Vec::new();
         for d in spec.devices.iter().flatten() {
+            let at = |e: String| format!("resourceslice {name}: device {}: {e}", d.name);
             let attributes =
                 d.attributes.iter().flatten().filter_map(|(k, v)| Some((qualify(&driver, k), Attribute::from_api(v)?)));
             let mut capacity = BTreeMap::new();
@@ -178,7 +179,14 @@ impl Slice {
             };
             devices.push(Arc::new(Device {
                 id: super::DeviceId::new(&driver, &spec.pool.name, &d.name),
-                consumes_counters: d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
+                consumes: d
+                    .consumes_counters
+                    .iter()
+                    .flatten()
+                    .map(|c| {
+                        Ok(CounterUse { set: c.counter_set.clone(), counters: counters(&c.counters).map_err(&at)? })
+                    })
+                    .collect::<Result<_, String>>()?,
                 taints: d
                     .taints
                     .iter()
@@ -200,6 +208,16 @@ impl Slice {
                 binding_failure_conditions: d.binding_failure_conditions.clone().unwrap_or_default(),
             }));
         }
+        let counter_sets = spec
+            .shared_counters
+            .iter()
+            .flatten()
+            .map(|c| {
+                let counters =
+                    counters(&c.counters).map_err(|e| format!("resourceslice {name}: counter set {}: {e}", c.name))?;
+                Ok(CounterSet { name: c.name.clone(), counters })
+            })
+            .collect::<Result<_, String>>()?;
         Ok(Slice {
             name,
             driver,
@@ -208,10 +226,40 @@ impl Slice {
             slice_count: spec.pool.resource_slice_count,
             scope,
             devices,
-            shared_counters: spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()),
+            counter_sets,
             version: 0,
         })
     }
+}
+
+/// Counters by name, each in nano units (exact for every Kubernetes quantity).
+pub type Counters = BTreeMap<String, i128>;
+
+fn counters(list: &BTreeMap<String, api::Counter>) -> Result<Counters, String> {
+    list.iter()
+        .map(|(k, c)| {
+            let q = Quantity::parse(&c.value.0).map_err(|e| format!("counter {k}: {e}"))?;
+            Ok((k.clone(), q.nanos()))
+        })
+        .collect()
+}
+
+/// A counter set a slice publishes: what the devices consuming from it share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterSet {
+    /// Its name, unique in the pool.
+    pub name: String,
+    /// Its counters.
+    pub counters: Counters,
+}
+
+/// What a device consumes from one counter set while it is allocated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterUse {
+    /// The counter set's name.
+    pub set: String,
+    /// The amounts.
+    pub counters: Counters,
 }
 
 /// A DeviceClass.

@@ -236,7 +236,8 @@ impl DraState {
     }
 
     /// The slices a node may reach: those naming it, then those selecting nodes (the
-    /// caller checks their selectors), each list in name order.
+    /// caller checks their selectors), each list in name order; slices of counter sets
+    /// are not among them (see [`DraState::pool_slices`]).
     pub fn slices_for(&self, node: &str) -> impl Iterator<Item = &Arc<Slice>> {
         let named = self.by_node.get(node).into_iter().flatten();
         named.chain(self.selecting.iter()).filter_map(|k| self.slices.get(k))
@@ -404,7 +405,10 @@ impl DraState {
         slice.version = self.next_version;
         let key: Key = slice.name.as_str().into();
         let old = self.remove_slice(&key);
+        // Slices of counter sets are found through their pool (they serve the nodes the
+        // pool's devices serve).
         match &slice.scope {
+            _ if !slice.counter_sets.is_empty() => {}
             super::objects::NodeScope::Node(n) => {
                 self.by_node.entry(n.as_str().into()).or_default().insert(key.clone());
             }

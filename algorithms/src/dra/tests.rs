@@ -531,7 +531,7 @@ fn the_cel_environment_reads_devices_as_kubernetes_does() {
     let s =
         Slice::from_api(&serde_json::from_value(slice("s", on("n"), "p", "dra.example.com", vec![d])).expect("slice"))
             .expect("parse");
-    let device = Reachable { device: s.devices[0].clone(), slice: Arc::new(s.clone()) };
+    let device = Reachable { device: s.devices[0].clone(), slice: Arc::new(s.clone()), pool: 0 };
     let eval = |expr: &str| -> Result<bool, String> {
         let program = cel_env_for_tests(expr)?;
         let value = device.device.cel_value("dra.example.com").as_ref().map_err(|e| e.clone())?;
@@ -897,3 +897,5 @@ fn devices_with_binding_conditions_are_allocated_with_them_when_the_gates_are_on
     let off = Features { binding_conditions: false, ..Features::default() };
     assert!(matches!(allocate(&st, "node-1", &labels, &claims, off), Ok(Outcome::Unschedulable(None))));
 }
+
+mod partitionable;
