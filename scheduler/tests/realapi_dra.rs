@@ -438,3 +438,85 @@ async fn unreserve_takes_only_the_pod_out_of_a_claim() {
     assert_eq!(devices, vec!["n-a/gpu-0/gpu".to_string()]);
     assert_eq!(consumers, vec!["b".to_string()]);
 }
+
+/// One GPU of 8Gi on node n-p published as MIG-style partitions: a counter set in a slice
+/// of its own, and devices `whole` (8Gi), `half-0` and `half-1` (4Gi each) consuming it.
+/// A pod asking for a half takes half-0; a pod asking for any device cannot have the
+/// whole GPU beside it and takes half-1; a third waits; once the first is gone it gets
+/// half-0 again (the whole GPU still does not fit beside half-1). Returns each pod's
+/// device and the third's message.
+async fn partitions(client: &Client, scheduler: &str) -> (Vec<String>, String) {
+    api::create_node(client, &NodeBuilder::new("n-p").capacity("8", "16Gi", "110").build()).await.unwrap();
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    let pool = json!({"name": "n-p", "generation": 1, "resourceSliceCount": 2});
+    create(
+        slices.clone(),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-p-counters"},
+            "spec": {"driver": DRIVER, "nodeName": "n-p", "pool": pool,
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "8Gi"}}}]}}),
+    )
+    .await;
+    let part = |name: &str, size: &str, memory: &str| {
+        json!({"name": name, "attributes": {"size": {"string": size}}, "capacity": {"memory": {"value": memory}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]})
+    };
+    create(
+        slices,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-p-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": "n-p", "pool": pool,
+                "devices": [part("whole", "whole", "8Gi"), part("half-0", "half", "4Gi"), part("half-1", "half", "4Gi")]}}),
+    )
+    .await;
+    gpu_class(client).await;
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), NS);
+    for (name, selectors) in [
+        ("half", json!([{"cel": {"expression": format!("device.attributes[\"{DRIVER}\"].size == \"half\"")}}])),
+        ("any", json!([])),
+    ] {
+        create(
+            templates.clone(),
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+                    "exactly": {"deviceClassName": "gpu", "selectors": selectors}}]}}}}),
+        )
+        .await;
+    }
+    let device_of = |pod: &'static str| async move {
+        let all = claims(client).await;
+        let mine =
+            all.iter().find(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("{pod}-"))))?;
+        allocation(mine).map(|(d, _)| d.join(","))
+    };
+    let mut devices = Vec::new();
+    for (name, template) in [("p-0", "half"), ("p-1", "any")] {
+        api::create_pod(client, &pod(name, scheduler).claim_template("gpu", template, None).build()).await.unwrap();
+        wait_for(&format!("{name} to be bound"), Duration::from_secs(60), || async {
+            node_of(&pod_named(client, name).await).map(String::from)
+        })
+        .await;
+        devices.push(device_of(name).await.unwrap_or_default());
+    }
+    api::create_pod(client, &pod("p-2", scheduler).claim_template("gpu", "any", None).build()).await.unwrap();
+    let message = wait_message(client, "p-2").await;
+    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    Api::<Pod>::namespaced(client.clone(), NS).delete("p-0", &now).await.unwrap();
+    wait_for("p-2 to be bound", Duration::from_secs(60), || async {
+        node_of(&pod_named(client, "p-2").await).map(String::from)
+    })
+    .await;
+    devices.push(device_of("p-2").await.unwrap_or_default());
+    (devices, message)
+}
+
+#[tokio::test]
+async fn partitions_of_one_gpu_are_never_allocated_beyond_its_counters_as_with_kube_scheduler() {
+    let mut outcomes = Vec::new();
+    for scheduler in ["custom-scheduler", "default-scheduler"] {
+        let Some(p) = plane("realapi_dra_partitions").await else { return };
+        let _running = start_side(&p, scheduler);
+        outcomes.push(partitions(&p.client, scheduler).await);
+    }
+    assert_eq!(outcomes[0].0, vec!["n-p/half-0/gpu", "n-p/half-1/gpu", "n-p/half-0/gpu"]);
+    assert!(outcomes[0].1.starts_with("0/1 nodes are available: 1 cannot allocate all claims."), "{}", outcomes[0].1);
+    assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
+}
