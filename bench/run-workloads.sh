@@ -10,7 +10,7 @@ workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity Sche
            TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingGpuPacking
            SchedulingChurn PreemptionBasic SchedulingWithPVC SchedulingWithResourceClaimTemplate
            SteadyStateClusterResourceClaimTemplate/empty SteadyStateClusterResourceClaimTemplate/half
-           SteadyStateClusterResourceClaimTemplate/full)
+           SteadyStateClusterResourceClaimTemplate/full SteadyStateClusterResourceClaimTemplatePartitionable)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2

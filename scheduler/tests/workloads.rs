@@ -11,21 +11,7 @@ use scheduler::synthetic::workloads::{WORKLOADS, workload};
 /// A workload at 120 nodes and 300 measured pods: the parsed cluster (measured pods
 /// pending) and the initial pods.
 fn prepared(name: &str) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
-    let w = workload(name, Some(120), Some(300)).unwrap();
-    let objects = ClusterObjects {
-        nodes: w.cluster.nodes,
-        pods: w.measured_pods,
-        namespaces: w.cluster.namespaces,
-        workloads: Default::default(),
-        budgets: Default::default(),
-        pod_groups: Default::default(),
-        kube_pod_groups: Default::default(),
-        volumes: w.volumes,
-        dra: w.dra,
-    };
-    let parsed = parse_cluster(&objects, name).unwrap();
-    let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
-    (parsed, init)
+    parsed_sized(name, 120, 300)
 }
 
 fn simulate(name: &str, seed: u64, no_cache: bool) -> SimulationReport {
@@ -346,6 +332,13 @@ fn claim_template_pods_get_devices_of_their_node_and_never_a_device_twice() {
 }
 
 fn simulate_sized(name: &str, nodes: usize, pods: usize) -> SimulationReport {
+    let (parsed, init) = parsed_sized(name, nodes, pods);
+    let opts = SimulateOptions { seed: 1, progress: false, no_equivalence_cache: false, detail: false };
+    run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
+}
+
+/// A workload at a size: the parsed cluster (measured pods pending) and the initial pods.
+fn parsed_sized(name: &str, nodes: usize, pods: usize) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
     let w = workload(name, Some(nodes), Some(pods)).unwrap();
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
@@ -360,6 +353,44 @@ fn simulate_sized(name: &str, nodes: usize, pods: usize) -> SimulationReport {
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
+    (parsed, init)
+}
+
+/// The partitionable steady-state case at 10 nodes and 40 pods (20 network-attached pools
+/// whose preallocated device already holds two of four counters): each pod's two devices
+/// of one pool come only after backing up from the two-counter device, so each pool
+/// serves one pod at a time. As a backlog 20 pods get devices, never two in a pool; as a
+/// steady stream, each bound pod deleted with its claim, all 40 do.
+#[test]
+fn partitionable_pools_serve_one_pod_each_and_are_reused_in_a_steady_stream() {
+    use scheduler::simulate::{Stream, run_streamed};
+    let name = scheduler::synthetic::workloads::PARTITIONABLE;
+    let report = simulate_sized(name, 10, 40);
+    assert_eq!((report.scheduled, report.unschedulable), (20, 20));
+    let mut pools = std::collections::BTreeSet::new();
+    for (claim, allocated) in report.resource_claims.iter().filter(|(c, _)| c.starts_with("sched-perf/")) {
+        let mut devices = allocated.devices.clone();
+        devices.sort();
+        let pool = devices[0].split('/').nth(1).unwrap().to_string();
+        assert_eq!(
+            devices,
+            vec![
+                format!("test-driver.cdi.k8s.io/{pool}/device-1-counter-3"),
+                format!("test-driver.cdi.k8s.io/{pool}/device-1-counter-4")
+            ],
+            "{claim}"
+        );
+        assert!(pools.insert(pool.clone()), "pool {pool} serves two pods");
+    }
+    assert_eq!(pools.len(), 20);
+    let (parsed, _) = parsed_sized(name, 10, 40);
     let opts = SimulateOptions { seed: 1, progress: false, no_equivalence_cache: false, detail: false };
-    run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts)
+    let steady = run_streamed(
+        vec![default_profile("custom-scheduler")],
+        parsed,
+        Vec::new(),
+        &opts,
+        Stream::Steady { in_flight: 20 },
+    );
+    assert_eq!((steady.scheduled, steady.unschedulable, steady.never_created), (40, 0, 0));
 }

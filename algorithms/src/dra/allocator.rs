@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as api;
 
 use super::objects::{Attribute, Claim, Mode, NodeScope};
-use super::pools::{Pool, Reachable, node_devices};
+use super::pools::{NodeDevices, Pool, Reachable, node_devices};
 use super::selectors::{Prepared, matches, prepare};
 use super::state::DraState;
 use crate::labels::Labels;
@@ -160,6 +160,23 @@ pub fn fits_planned(
     search(state, node, labels, claims, plan, false)
 }
 
+/// The devices `node` reaches under a plan, shared by every node that reaches the same
+/// ones (see [`fits_reached`]).
+pub fn reach(state: &DraState, node: &str, labels: &Labels, plan: &Plan) -> Arc<NodeDevices> {
+    node_devices(state, node, labels, plan.partitionable)
+}
+
+/// [`fits_planned`] on the devices [`reach`] gave for a node: the answer is the same for
+/// every node that reaches the same devices.
+pub fn fits_reached(
+    state: &DraState,
+    reach: &NodeDevices,
+    claims: &[Arc<Claim>],
+    plan: &Plan,
+) -> Result<Outcome, String> {
+    run_search(state, "", reach, claims, plan, false)
+}
+
 fn search(
     state: &DraState,
     node: &str,
@@ -168,10 +185,22 @@ fn search(
     plan: &Plan,
     build: bool,
 ) -> Result<Outcome, String> {
+    let reach = node_devices(state, node, labels, plan.partitionable);
+    run_search(state, node, &reach, claims, plan, build)
+}
+
+/// The search over the devices a node reaches (`node` names it in the results built).
+fn run_search(
+    state: &DraState,
+    node: &str,
+    reach: &NodeDevices,
+    claims: &[Arc<Claim>],
+    plan: &Plan,
+    build: bool,
+) -> Result<Outcome, String> {
     if claims.is_empty() {
         return Ok(Outcome::Allocated(Vec::new()));
     }
-    let reach = node_devices(state, node, labels, plan.partitionable);
     if too_few_free(state, &reach.pools, claims) {
         let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
         return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
@@ -346,7 +375,9 @@ impl Search<'_> {
             if self.out_of_time() {
                 return Ok(false);
             }
-            if !self.usable(c, r, a, k)? {
+            // Constraints first: they are the cheapest to rule a device out.
+            let name = &self.claims[c].requests[r].alternatives[a].name;
+            if !self.constraints_allow(c, name, k) || !self.usable(c, r, a, k)? {
                 continue;
             }
             if !self.take(c, r, a, k, false)? {
@@ -456,33 +487,24 @@ impl Search<'_> {
         let request = &claim.requests[r];
         let alt = &request.alternatives[a];
         let device = &self.devices[k];
-        if !self.consume(k) {
-            return Ok(false);
-        }
-        for (i, constraint) in claim.constraints.iter().enumerate() {
-            if !constraint.covers(&alt.name) {
-                continue;
-            }
-            let value = device.device.attributes.get(&constraint.attribute);
-            let m = &self.constraints[c][i];
-            let fits = match (value, &m.value) {
-                (None, _) => false,
-                (Some(_), _) if m.count == 0 => true,
-                (Some(v), Some(reference)) => v == reference,
-                (Some(_), None) => false,
-            };
-            if !fits {
-                self.release(k);
-                if must {
-                    let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
-                    return Err(format!(
-                        "claim {}, request {name}: cannot add device {} because a claim constraint would not be satisfied",
-                        claim.key(),
-                        device.device.id
-                    ));
-                }
+        // kube-scheduler charges counters before it looks at constraints: a device whose
+        // counters do not last is skipped, even where a constraint failing is an error.
+        // The constraints are looked at first here (they are cheaper), to the same end.
+        let fits = self.constraints_allow(c, &alt.name, k);
+        if !fits {
+            if !must || !self.consume(k) {
                 return Ok(false);
             }
+            self.release(k);
+            let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
+            return Err(format!(
+                "claim {}, request {name}: cannot add device {} because a claim constraint would not be satisfied",
+                claim.key(),
+                device.device.id
+            ));
+        }
+        if !self.consume(k) {
+            return Ok(false);
         }
         for (i, constraint) in claim.constraints.iter().enumerate() {
             if constraint.covers(&alt.name) {
@@ -496,6 +518,22 @@ impl Search<'_> {
         self.taking.push((device.device.id.key(), c));
         self.picks[c].push(Pick { r, a, k });
         Ok(true)
+    }
+
+    /// Whether device `k` keeps claim `c`'s constraints covering the alternative `name`.
+    fn constraints_allow(&self, c: usize, name: &str, k: usize) -> bool {
+        let device = &self.devices[k].device;
+        self.claims[c].constraints.iter().zip(&self.constraints[c]).all(|(constraint, m)| {
+            if !constraint.covers(name) {
+                return true;
+            }
+            match (device.attributes.get(&constraint.attribute), &m.value) {
+                (None, _) => false,
+                (Some(_), _) if m.count == 0 => true,
+                (Some(v), Some(reference)) => v == reference,
+                (Some(_), None) => false,
+            }
+        })
     }
 
     /// Gives back the last device claim `c` took.
@@ -528,47 +566,47 @@ impl Search<'_> {
         if self.counters.len() < self.pools.len() {
             self.counters.resize_with(self.pools.len(), || None);
         }
+        let uses = counters.uses(&reach.device);
         let left = self.counters[reach.pool].get_or_insert_with(|| Left::of(self.state, counters));
-        left.charge(&reach.device, -1);
-        if left.0.values().flat_map(|set| set.values()).all(|v| *v >= 0) {
+        left.charge(uses, -1);
+        if left.0.iter().all(|v| *v >= 0) {
             return true;
         }
-        left.charge(&reach.device, 1);
+        left.charge(uses, 1);
         false
     }
 
     /// Gives back what [`Search::consume`] charged for device `k`.
     fn release(&mut self, k: usize) {
         let reach = &self.devices[k];
+        let Some(counters) = &self.pools[reach.pool].counters else { return };
         if let Some(Some(left)) = self.counters.get_mut(reach.pool) {
-            left.charge(&reach.device, 1);
+            left.charge(counters.uses(&reach.device), 1);
         }
     }
 }
 
-/// A pool's counters less what allocated devices and this search's picks consume.
+/// A pool's counters (by index) less what allocated devices and this search's picks
+/// consume.
 #[derive(Debug, Clone)]
-struct Left(std::collections::BTreeMap<String, super::objects::Counters>);
+struct Left(Vec<i128>);
 
 impl Left {
     /// The counter sets less what the pool's allocated devices consume.
     fn of(state: &DraState, counters: &super::pools::PoolCounters) -> Self {
-        let mut left = Left(counters.sets.clone());
-        for device in counters.consumers.iter().filter(|d| state.holders(&d.id) > 0) {
-            left.charge(device, -1);
+        let mut left = Left(counters.values.clone());
+        for (device, uses) in &counters.consumers {
+            if state.holders(&device.id) > 0 {
+                left.charge(uses, -1);
+            }
         }
         left
     }
 
-    /// Adds `sign` times the device's consumption.
-    fn charge(&mut self, device: &super::objects::Device, sign: i128) {
-        for used in &device.consumes {
-            let Some(set) = self.0.get_mut(&used.set) else { continue };
-            for (name, amount) in &used.counters {
-                if let Some(v) = set.get_mut(name) {
-                    *v += sign * amount;
-                }
-            }
+    /// Adds `sign` times the consumption.
+    fn charge(&mut self, uses: &[(usize, i128)], sign: i128) {
+        for &(i, amount) in uses {
+            self.0[i] += sign * amount;
         }
     }
 }

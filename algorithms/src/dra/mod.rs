@@ -11,7 +11,8 @@ mod state;
 mod template;
 
 pub use allocator::{
-    Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, local, plan,
+    Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, fits_reached, local,
+    plan, reach,
 };
 pub use objects::{
     Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, CounterSet, CounterUse, Counters, Device,

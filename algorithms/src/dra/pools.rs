@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use super::objects::{Counters, Device, NodeScope, Slice};
+use super::objects::{Device, NodeScope, Slice};
 use super::state::DraState;
 use crate::labels::Labels;
 
@@ -36,10 +36,21 @@ pub struct Pool {
 /// what the allocated ones consume.
 #[derive(Debug, Default)]
 pub struct PoolCounters {
-    /// The counter sets by name.
-    pub sets: BTreeMap<String, Counters>,
-    /// The devices consuming counters.
-    pub consumers: Vec<Arc<Device>>,
+    /// Every counter of every set, as (set, counter), in order.
+    pub names: Vec<(String, String)>,
+    /// Their values.
+    pub values: Vec<i128>,
+    /// The devices consuming counters, each with what it consumes (by counter index).
+    pub consumers: Vec<(Arc<Device>, Vec<(usize, i128)>)>,
+    /// Consumers by device (its address).
+    by_device: rustc_hash::FxHashMap<usize, usize>,
+}
+
+impl PoolCounters {
+    /// What a device of the pool consumes, by counter index.
+    pub fn uses(&self, device: &Arc<Device>) -> &[(usize, i128)] {
+        self.by_device.get(&(Arc::as_ptr(device) as usize)).map_or(&[], |&i| self.consumers[i].1.as_slice())
+    }
 }
 
 /// A device the node can reach, with the slice it came from.
@@ -185,23 +196,38 @@ fn pool_counters(
     others: &[&Arc<Slice>],
 ) -> Result<Option<PoolCounters>, String> {
     let mut out = PoolCounters::default();
+    let mut index: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     for set in sets.iter().flat_map(|s| s.counter_sets.iter()) {
-        if out.sets.insert(set.name.clone(), set.counters.clone()).is_some() {
+        if index.contains_key(set.name.as_str()) {
             return Err(format!("duplicate counter set name {}", set.name));
         }
+        let mut counters = BTreeMap::new();
+        for (name, value) in &set.counters {
+            counters.insert(name.as_str(), out.values.len());
+            out.names.push((set.name.clone(), name.clone()));
+            out.values.push(*value);
+        }
+        index.insert(set.name.as_str(), counters);
     }
     for device in slices.iter().chain(others).flat_map(|s| s.devices.iter()) {
+        let mut uses = Vec::new();
         for used in &device.consumes {
-            let Some(set) = out.sets.get(&used.set) else { return Err(format!("counter set {} not found", used.set)) };
-            if let Some(name) = used.counters.keys().find(|k| !set.contains_key(*k)) {
-                return Err(format!("counter {name} not found in counter set {}", used.set));
+            let Some(set) = index.get(used.set.as_str()) else {
+                return Err(format!("counter set {} not found", used.set));
+            };
+            for (name, amount) in &used.counters {
+                let Some(&i) = set.get(name.as_str()) else {
+                    return Err(format!("counter {name} not found in counter set {}", used.set));
+                };
+                uses.push((i, *amount));
             }
         }
         if !device.consumes.is_empty() {
-            out.consumers.push(device.clone());
+            out.by_device.insert(Arc::as_ptr(device) as usize, out.consumers.len());
+            out.consumers.push((device.clone(), uses));
         }
     }
-    Ok((!out.sets.is_empty() || !out.consumers.is_empty()).then_some(out))
+    Ok((!out.values.is_empty() || !out.consumers.is_empty()).then_some(out))
 }
 
 /// The pools a node can reach and their devices in search order.
@@ -213,22 +239,39 @@ pub struct NodeDevices {
     pub devices: Vec<Reachable>,
 }
 
-/// [`gather`] with the devices listed, kept per node while the slices do not change
-/// (when every slice names its node, so that node labels cannot matter).
+/// [`gather`] with the devices listed, kept per node while the slices do not change (and,
+/// when slices select nodes by label, while the node's labels do not).
 pub fn node_devices(state: &DraState, node: &str, labels: &Labels, partitionable: bool) -> Arc<NodeDevices> {
     let build = || {
         let pools = gather(state, node, labels, partitionable);
         let devices = pools.iter().enumerate().flat_map(|(i, p)| p.devices(i, node, labels)).collect();
         Arc::new(NodeDevices { pools, devices })
     };
-    if !state.only_node_local() {
-        return build();
-    }
+    let by_labels = (!state.only_node_local()).then_some(labels);
     let version = state.slices_version() * 2 + u64::from(partitionable);
-    if let Some(hit) = state.reach_cache().get(node, version) {
+    if let Some(hit) = state.reach_cache().get(node, version, by_labels) {
         return hit;
     }
     let fresh = build();
-    state.reach_cache().put(node, version, fresh.clone());
+    let fresh = state.reach_cache().intern(version, fresh.fingerprint(), fresh);
+    state.reach_cache().put(node, version, by_labels, fresh.clone());
     fresh
+}
+
+impl NodeDevices {
+    /// What tells two nodes' reaches apart at one slice version: the pools (their state
+    /// and slices) and every device reached, by identity. Counter sets follow from the
+    /// pool's slices.
+    fn fingerprint(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.devices.len() + 4 * self.pools.len() + 1);
+        for p in &self.pools {
+            let flags =
+                usize::from(p.incomplete) | usize::from(p.invalid.is_some()) << 1 | usize::from(p.exclusive) << 2;
+            out.extend([p.key as usize, flags, p.slices.len()]);
+            out.extend(p.slices.iter().map(|s| Arc::as_ptr(s) as usize));
+        }
+        out.push(self.devices.len());
+        out.extend(self.devices.iter().map(|d| Arc::as_ptr(&d.device) as usize));
+        out
+    }
 }

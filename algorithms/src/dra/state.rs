@@ -148,31 +148,71 @@ pub struct DraState {
     reach: Arc<ReachCache>,
 }
 
-/// Per-node pools and devices, by the slice version they were gathered at.
+/// Per-node pools and devices, by the slice version (and, when slices select nodes by
+/// label, the node labels) they were gathered at.
 #[derive(Debug, Default)]
 pub struct ReachCache {
-    map: std::sync::RwLock<rustc_hash::FxHashMap<Arc<str>, (u64, Arc<super::pools::NodeDevices>)>>,
+    map: std::sync::RwLock<rustc_hash::FxHashMap<Arc<str>, ReachEntry>>,
+    /// One copy of each distinct reach at the newest version, by its fingerprint: nodes
+    /// reaching the same devices share it.
+    interned: std::sync::Mutex<(u64, rustc_hash::FxHashMap<Vec<usize>, Arc<super::pools::NodeDevices>>)>,
+}
+
+#[derive(Debug)]
+struct ReachEntry {
+    version: u64,
+    labels: Option<crate::labels::Labels>,
+    devices: Arc<super::pools::NodeDevices>,
 }
 
 impl ReachCache {
-    /// The node's entry if it was gathered at `version`.
-    pub fn get(&self, node: &str, version: u64) -> Option<Arc<super::pools::NodeDevices>> {
+    /// The node's entry if it was gathered at `version` (with these `labels`, when given).
+    pub fn get(
+        &self,
+        node: &str,
+        version: u64,
+        labels: Option<&crate::labels::Labels>,
+    ) -> Option<Arc<super::pools::NodeDevices>> {
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        map.get(node).filter(|(v, _)| *v == version).map(|(_, d)| d.clone())
+        map.get(node).filter(|e| e.version == version && e.labels.as_ref() == labels).map(|e| e.devices.clone())
+    }
+
+    /// The copy of `devices` (gathered at `version`) that other nodes reaching the same
+    /// devices already share, or `devices` itself, kept for the next.
+    pub fn intern(
+        &self,
+        version: u64,
+        fingerprint: Vec<usize>,
+        devices: Arc<super::pools::NodeDevices>,
+    ) -> Arc<super::pools::NodeDevices> {
+        let mut interned = self.interned.lock().unwrap_or_else(|e| e.into_inner());
+        if interned.0 > version {
+            return devices;
+        }
+        if interned.0 < version {
+            *interned = (version, rustc_hash::FxHashMap::default());
+        }
+        interned.1.entry(fingerprint).or_insert(devices).clone()
     }
 
     /// Stores a node's entry.
-    pub fn put(&self, node: &str, version: u64, devices: Arc<super::pools::NodeDevices>) {
+    pub fn put(
+        &self,
+        node: &str,
+        version: u64,
+        labels: Option<&crate::labels::Labels>,
+        devices: Arc<super::pools::NodeDevices>,
+    ) {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if map.get(node).is_some_and(|(v, _)| *v > version) {
+        if map.get(node).is_some_and(|e| e.version > version) {
             return;
         }
         // Entries of older slice versions are never read again (deleted nodes' among
         // them): the first entry of a newer version clears them.
-        if map.values().next().is_some_and(|(v, _)| *v < version) {
-            map.retain(|_, (v, _)| *v >= version);
+        if map.values().next().is_some_and(|e| e.version < version) {
+            map.retain(|_, e| e.version >= version);
         }
-        map.insert(node.into(), (version, devices));
+        map.insert(node.into(), ReachEntry { version, labels: labels.cloned(), devices });
     }
 }
 

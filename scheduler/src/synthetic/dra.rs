@@ -52,6 +52,26 @@ pub fn template(namespace: &str) -> api::ResourceClaimTemplate {
     serde_json::from_value(v).unwrap_or_default()
 }
 
+/// A state with the class and `template`, and the claims made from it for `pods` (name, UID).
+fn state_with<'a>(
+    template: api::ResourceClaimTemplate,
+    namespace: &str,
+    pods: impl Iterator<Item = (&'a str, &'a str)>,
+) -> DraState {
+    let mut st = DraState::default();
+    if let Ok(c) = dra::DeviceClass::from_api(&class()) {
+        st.upsert_class(c);
+    }
+    for (pod, uid) in pods {
+        let claim = dra::claim_object(&template, namespace, pod, uid, POD_CLAIM, &claim_name(pod));
+        if let Ok(c) = dra::Claim::from_api(&claim) {
+            st.upsert_claim(c);
+        }
+    }
+    st.upsert_template(template);
+    st
+}
+
 /// The world: slices for `nodes` nodes (`node-0`…), the class, the template, and the
 /// claims of the pods named in `pods` (namespace, name, UID).
 pub fn world<'a>(
@@ -60,21 +80,10 @@ pub fn world<'a>(
     namespace: &str,
     pods: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> DraState {
-    let mut st = DraState::default();
-    if let Ok(c) = dra::DeviceClass::from_api(&class()) {
-        st.upsert_class(c);
-    }
-    let t = template(namespace);
-    st.upsert_template(t.clone());
+    let mut st = state_with(template(namespace), namespace, pods);
     for i in 0..nodes {
         if let Ok(s) = dra::Slice::from_api(&slice(&format!("node-{i}"), devices)) {
             st.upsert_slice(s);
-        }
-    }
-    for (pod, uid) in pods {
-        let claim = dra::claim_object(&t, namespace, pod, uid, POD_CLAIM, &claim_name(pod));
-        if let Ok(c) = dra::Claim::from_api(&claim) {
-            st.upsert_claim(c);
         }
     }
     st
@@ -106,4 +115,85 @@ pub fn allocate_standalone(st: &mut DraState, nodes: usize, devices: usize, name
             st.upsert_claim(c);
         }
     }
+}
+
+/// The label of the nodes the partitionable pools serve.
+pub const DRA_NODE_LABEL: &str = "node-with-dra";
+
+fn with_dra_nodes() -> serde_json::Value {
+    json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": DRA_NODE_LABEL, "operator": "In", "values": ["true"]}]}]})
+}
+
+/// The slices of partitionable pool `i` (scheduler_perf's partitionable case): a counter
+/// set of four counters of one each in a slice of its own, and six devices reachable from
+/// every node labelled `node-with-dra=true`: two consuming two counters each (one of them
+/// marked to be preallocated) and four consuming one each.
+pub fn partitionable_slices(i: usize) -> [api::ResourceSlice; 2] {
+    let pool = json!({"name": format!("resourceslice-{i}"), "generation": 1, "resourceSliceCount": 2});
+    let counter = |names: &[&str]| -> serde_json::Value {
+        names.iter().map(|n| ((*n).to_string(), json!({"value": "1"}))).collect::<serde_json::Map<_, _>>().into()
+    };
+    let device = |name: &str, preallocate: bool, counters: &[&str]| {
+        json!({"name": name,
+            "attributes": {"preallocate": {"bool": preallocate}, "dra.example.com/slice": {"int": i}},
+            "capacity": {"counters": {"value": counters.len().to_string()}},
+            "consumesCounters": [{"counterSet": "counter-set", "counters": counter(counters)}]})
+    };
+    let sets = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("resourceslice-countersets-{i}")},
+        "spec": {"driver": DRIVER, "pool": pool, "nodeSelector": with_dra_nodes(),
+            "sharedCounters": [{"name": "counter-set",
+                "counters": counter(&["counter1", "counter2", "counter3", "counter4"])}]}});
+    let devices = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("resourceslice-devices-{i}")},
+        "spec": {"driver": DRIVER, "pool": pool, "nodeSelector": with_dra_nodes(), "devices": [
+            device("device-2-counters-1", true, &["counter1", "counter2"]),
+            device("device-2-counters-2", false, &["counter3", "counter4"]),
+            device("device-1-counter-1", false, &["counter1"]),
+            device("device-1-counter-2", false, &["counter2"]),
+            device("device-1-counter-3", false, &["counter3"]),
+            device("device-1-counter-4", false, &["counter4"])]}});
+    [serde_json::from_value(sets).unwrap_or_default(), serde_json::from_value(devices).unwrap_or_default()]
+}
+
+/// The template of the partitionable case: two devices of one pool (`matchAttribute` on
+/// the pool's slice number).
+pub fn two_device_template(namespace: &str) -> api::ResourceClaimTemplate {
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": namespace},
+        "spec": {"spec": {"devices": {
+            "requests": [{"name": "req-0", "exactly": {"deviceClassName": CLASS, "count": 2}}],
+            "constraints": [{"requests": ["req-0"], "matchAttribute": "dra.example.com/slice"}]}}}});
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// The partitionable world: `pools` pools, the class, the two-device template, one
+/// preallocated claim per pool (`init` namespace, holding the pool's preallocated device,
+/// as scheduler_perf's `allocResourceClaims` leaves them), and the pods' claims.
+pub fn partitionable_world<'a>(
+    pools: usize,
+    namespace: &str,
+    pods: impl Iterator<Item = (&'a str, &'a str)>,
+) -> DraState {
+    let mut st = state_with(two_device_template(namespace), namespace, pods);
+    for i in 0..pools {
+        for s in partitionable_slices(i) {
+            if let Ok(s) = dra::Slice::from_api(&s) {
+                st.upsert_slice(s);
+            }
+        }
+        let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("test-claim-with-selector-{i}"), "namespace": "init",
+                "uid": format!("uid-preallocated-{i}"), "resourceVersion": "1"},
+            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": CLASS}}]}},
+            "status": {"allocation": {
+                "devices": {"results": [{"request": "req-0", "driver": DRIVER, "pool": format!("resourceslice-{i}"),
+                    "device": "device-2-counters-1"}]},
+                "nodeSelector": with_dra_nodes()}}});
+        let claim: Option<api::ResourceClaim> = serde_json::from_value(v).ok();
+        if let Some(c) = claim.and_then(|c| dra::Claim::from_api(&c).ok()) {
+            st.upsert_claim(c);
+        }
+    }
+    st
 }

@@ -56,7 +56,14 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SteadyStateClusterResourceClaimTemplate/empty", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplate/half", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplate/full", 500, 0, 5000),
+    ("SteadyStateClusterResourceClaimTemplatePartitionable", 100, 0, 4000),
 ];
+
+/// The partitionable steady-state workload (scheduler_perf's 2000pods_100nodes): pools
+/// (one GPU-like counter set each, reachable from every node), and pods pending at a
+/// time.
+pub const PARTITIONABLE: &str = "SteadyStateClusterResourceClaimTemplatePartitionable";
+const PARTITIONABLE_POOLS: usize = 2000;
 
 /// Measured pods pending at a time in the steady-state workloads (scheduler_perf's
 /// `steadyState` createPods with count 10).
@@ -65,6 +72,9 @@ pub const STEADY_IN_FLIGHT: usize = 10;
 /// How many measured pods `name` keeps pending at a time, each deleted once bound and
 /// replaced by the next (`None`: all measured pods arrive at once).
 pub fn steady_in_flight(name: &str) -> Option<usize> {
+    if name.eq_ignore_ascii_case(PARTITIONABLE) {
+        return Some(PARTITIONABLE_POOLS);
+    }
     steady_used(name, 1).map(|_| STEADY_IN_FLIGHT)
 }
 
@@ -183,12 +193,16 @@ pub fn generate(
         return Some(w);
     }
     let gpu = canonical == "SchedulingGpu";
-    let claims = canonical == "SchedulingWithResourceClaimTemplate" || steady_used(canonical, n).is_some();
+    let partitionable = canonical == PARTITIONABLE;
+    let claims =
+        canonical == "SchedulingWithResourceClaimTemplate" || steady_used(canonical, n).is_some() || partitionable;
     let packing = canonical == "SchedulingGpuPacking";
     w.cluster.nodes = (0..n)
         .map(|i| {
             if (gpu && i % 5 == 0) || (packing && i % 10 == 0) {
                 gpu_node(i, "32", "256Gi")
+            } else if partitionable {
+                base_node(i).label(super::dra::DRA_NODE_LABEL, "true").build()
             } else {
                 base_node(i).build()
             }
@@ -243,8 +257,14 @@ pub fn generate(
             .chain((0..m).map(|i| format!("pod-{i}")))
             .map(|n| (format!("uid-{n}"), n))
             .collect();
+        // The pools scale with the measured pods when their count is changed.
+        let pools = if pods.is_some() { m.div_ceil(2).clamp(1, PARTITIONABLE_POOLS) } else { PARTITIONABLE_POOLS };
         let pods = names.iter().map(|(uid, n)| (n.as_str(), uid.as_str()));
-        w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, "sched-perf", pods);
+        if partitionable {
+            w.dra = super::dra::partitionable_world(pools, "sched-perf", pods);
+        } else {
+            w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, "sched-perf", pods);
+        }
         let used = steady_used(canonical, n).unwrap_or(0);
         super::dra::allocate_standalone(&mut w.dra, n, DRA_DEVICES_PER_NODE, "init", used);
     }

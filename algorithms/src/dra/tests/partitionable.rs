@@ -1,6 +1,8 @@
 //! Partitionable devices (`DRAPartitionableDevices`): devices consuming counters that a
 //! pool's counter sets share, after kube-scheduler's allocator cases.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::*;
@@ -740,4 +742,29 @@ fn pools_whose_devices_wait_for_binding_conditions_come_last() {
     };
     assert_eq!(run(c(1)), Ok(one(&["req-0=driver-a/pool-2/device-2"])));
     assert_eq!(run(c(2)), Ok(one(&["req-0=driver-a/pool-2/device-2", "req-0=driver-a/pool-1/device-1"])));
+}
+
+#[test]
+fn nodes_reaching_the_same_devices_share_one_list_and_others_do_not() {
+    let region = json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "region", "operator": "In", "values": ["region-1"]}]}]}});
+    let mut st = DraState::default();
+    for s in [
+        slice("slice-1", region, "pool-1", "driver-a", vec![device("device-1")]),
+        slice("slice-2", on("node-3"), "pool-2", "driver-a", vec![device("device-2")]),
+    ] {
+        st.upsert_slice(Slice::from_api(&serde_json::from_value(s).unwrap()).unwrap());
+    }
+    let labels = |region: &str| -> Labels { [("region".to_string(), region.to_string())].into_iter().collect() };
+    let reach = |node: &str, region: &str| node_devices(&st, node, &labels(region), true);
+    let (a, b) = (reach("node-1", "region-1"), reach("node-2", "region-1"));
+    assert!(Arc::ptr_eq(&a, &b), "same devices, one list");
+    assert_eq!(a.devices.len(), 1);
+    // Another region reaches nothing; a node with its own slice reaches more.
+    let other = reach("node-4", "region-2");
+    assert!(other.devices.is_empty() && !Arc::ptr_eq(&a, &other));
+    let own = reach("node-3", "region-1");
+    assert_eq!(own.devices.len(), 2);
+    assert!(!Arc::ptr_eq(&a, &own));
+    // A node's labels changing is seen at once.
+    assert!(reach("node-1", "region-2").devices.is_empty());
 }

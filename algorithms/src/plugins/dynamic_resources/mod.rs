@@ -115,6 +115,9 @@ pub struct ClaimState {
     /// An allocated claim whose binding conditions failed or timed out: the pod cannot
     /// use it on any node until PostFilter deallocates it.
     pub stuck: bool,
+    /// Filter's answers by the devices a node reaches: nodes reaching the same devices
+    /// (network-attached pools) get the same answer, searched once.
+    fits: std::sync::Mutex<rustc_hash::FxHashMap<usize, (Arc<dra::NodeDevices>, Result<(), Status>)>>,
 }
 
 impl DynamicResources {
@@ -133,6 +136,7 @@ impl DynamicResources {
             to_allocate: Vec::new(),
             plan: Err(String::new()),
             stuck: false,
+            fits: Default::default(),
         };
         let now = binding::now();
         for claim in claims {
@@ -163,6 +167,38 @@ impl DynamicResources {
         self.run(state, node, true)
     }
 
+    /// Whether the claims fit on a node, searched once for all nodes reaching the same
+    /// devices.
+    fn fits(&self, state: &ClaimState, node: &NodeInfo) -> Result<(), Status> {
+        if state.to_allocate.is_empty() {
+            return Ok(());
+        }
+        let plan = state.plan.as_ref().map_err(|e| Status::error(e.clone()))?;
+        let (dra, claims) = (&state.objects.dra, &state.to_allocate);
+        let reach = dra::reach(dra, &node.name, &node.labels, plan);
+        let key = Arc::as_ptr(&reach) as usize;
+        let lock = || state.fits.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, answer)) = lock().get(&key) {
+            return answer.clone();
+        }
+        let answer = Self::verdict(dra::fits_reached(dra, &reach, claims, plan)).map(|_| ());
+        // The entry keeps the devices alive, so that their address names them for the cycle.
+        lock().insert(key, (reach, answer.clone()));
+        answer
+    }
+
+    fn verdict(
+        outcome: Result<Outcome, String>,
+    ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
+        match outcome {
+            Ok(Outcome::Allocated(a)) => Ok(a),
+            Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
+            Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
+            Ok(Outcome::TimedOut) => Err(Status::unresolvable(TIMED_OUT)),
+            Err(e) => Err(Status::error(e)),
+        }
+    }
+
     /// The allocator on a node; without `build` only whether it fits (no results).
     fn run(
         &self,
@@ -180,13 +216,7 @@ impl DynamicResources {
         } else {
             dra::fits_planned(dra, &node.name, &node.labels, claims, plan)
         };
-        match outcome {
-            Ok(Outcome::Allocated(a)) => Ok(a),
-            Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
-            Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
-            Ok(Outcome::TimedOut) => Err(Status::unresolvable(TIMED_OUT)),
-            Err(e) => Err(Status::error(e)),
-        }
+        Self::verdict(outcome)
     }
 
     /// Whether the claims would fit on the node once its lower-priority pods were gone
@@ -230,7 +260,7 @@ impl FilterPlugin for DynamicResources {
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(state) = state.get::<ClaimState>() else { return Status::success() };
         let available = Self::available(state, node);
-        if let Err(status) = self.run(state, node, false) {
+        if let Err(status) = self.fits(state, node) {
             if status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE) && self.preemption_frees(state, pod, node) {
                 // Evicting lower-priority pods would free the devices: preemption may help.
                 return Status::unschedulable(CANNOT_ALLOCATE);
