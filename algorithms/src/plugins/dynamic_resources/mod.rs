@@ -175,6 +175,10 @@ impl DynamicResources {
         }
         let plan = state.plan.as_ref().map_err(|e| Status::error(e.clone()))?;
         let (dra, claims) = (&state.objects.dra, &state.to_allocate);
+        if dra.only_node_local() {
+            // Every node reaches devices of its own: nothing to share.
+            return self.run(state, node, false).map(|_| ());
+        }
         let reach = dra::reach(dra, &node.name, &node.labels, plan);
         let key = Arc::as_ptr(&reach) as usize;
         let lock = || state.fits.lock().unwrap_or_else(|e| e.into_inner());
