@@ -40,6 +40,10 @@ pub const DRA_RESOURCE_CLAIM_DEVICE_STATUS: &str = "DRAResourceClaimDeviceStatus
 /// partitions) and slices may select nodes per device.
 pub const DRA_PARTITIONABLE_DEVICES: &str = "DRAPartitionableDevices";
 
+/// `DRAConsumableCapacity` (beta, on): devices allowing multiple allocations are shared
+/// by claims while their capacity lasts.
+pub const DRA_CONSUMABLE_CAPACITY: &str = "DRAConsumableCapacity";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -63,6 +67,8 @@ pub struct FeatureGates {
     pub nominate_for_expectation: bool,
     /// `DRAPartitionableDevices`.
     pub dra_partitionable: bool,
+    /// `DRAConsumableCapacity`.
+    pub dra_consumable_capacity: bool,
 }
 
 impl Default for FeatureGates {
@@ -78,6 +84,7 @@ impl Default for FeatureGates {
             dra_binding_conditions: true,
             dra_device_status: true,
             dra_partitionable: true,
+            dra_consumable_capacity: true,
         }
     }
 }
@@ -105,6 +112,7 @@ impl FeatureGates {
                 DRA_DEVICE_BINDING_CONDITIONS => gates.dra_binding_conditions = on,
                 DRA_RESOURCE_CLAIM_DEVICE_STATUS => gates.dra_device_status = on,
                 DRA_PARTITIONABLE_DEVICES => gates.dra_partitionable = on,
+                DRA_CONSUMABLE_CAPACITY => gates.dra_consumable_capacity = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }
@@ -119,6 +127,7 @@ impl FeatureGates {
             device_taints: self.dra_device_taints,
             binding_conditions: self.dra_binding_conditions && self.dra_device_status,
             partitionable: self.dra_partitionable,
+            consumable_capacity: self.dra_consumable_capacity,
         }
     }
 }

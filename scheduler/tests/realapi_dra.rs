@@ -520,3 +520,62 @@ async fn partitions_of_one_gpu_are_never_allocated_beyond_its_counters_as_with_k
     assert!(outcomes[0].1.starts_with("0/1 nodes are available: 1 cannot allocate all claims."), "{}", outcomes[0].1);
     assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
 }
+
+/// One GPU of 8Gi memory on n-s that allows multiple allocations: two pods whose claims
+/// ask for 4Gi each share it (each result with its own share ID and 4Gi consumed), a
+/// third waits. Returns each bound pod's (device, consumed memory) and the third's message.
+async fn shared_device(client: &Client, scheduler: &str) -> (Vec<(String, String)>, String) {
+    api::create_node(client, &NodeBuilder::new("n-s").capacity("8", "16Gi", "110").build()).await.unwrap();
+    create::<ResourceSlice>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n-s-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": "n-s", "pool": {"name": "n-s", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "allowMultipleAllocations": true,
+                    "capacity": {"memory": {"value": "8Gi",
+                        "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}}]}}),
+    )
+    .await;
+    gpu_class(client).await;
+    create::<ResourceClaimTemplate>(
+        Api::namespaced(client.clone(), NS),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "four-gi"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+                "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"memory": "3500Mi"}}}}]}}}}),
+    )
+    .await;
+    let mut shares = Vec::new();
+    let mut ids = BTreeSet::new();
+    for name in ["s-0", "s-1"] {
+        api::create_pod(client, &pod(name, scheduler).claim_template("gpu", "four-gi", None).build()).await.unwrap();
+        wait_for(&format!("{name} to be bound"), Duration::from_secs(60), || async {
+            node_of(&pod_named(client, name).await).map(String::from)
+        })
+        .await;
+        let all = claims(client).await;
+        let mine = all.iter().find(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("{name}-"))));
+        let result = mine
+            .and_then(|c| c.status.as_ref()?.allocation.as_ref()?.devices.as_ref()?.results.as_ref()?.first().cloned())
+            .unwrap();
+        ids.insert(result.share_id.clone().unwrap_or_default());
+        let memory = result.consumed_capacity.as_ref().and_then(|c| c.get("memory")).map(|q| q.0.clone());
+        shares.push((format!("{}/{}", result.pool, result.device), memory.unwrap_or_default()));
+    }
+    assert_eq!(ids.len(), 2, "{scheduler}: each share has its own ID: {ids:?}");
+    api::create_pod(client, &pod("s-2", scheduler).claim_template("gpu", "four-gi", None).build()).await.unwrap();
+    let message = wait_message(client, "s-2").await;
+    (shares, message)
+}
+
+#[tokio::test]
+async fn two_pods_share_one_device_through_consumable_capacity_as_with_kube_scheduler() {
+    let mut outcomes = Vec::new();
+    for scheduler in ["custom-scheduler", "default-scheduler"] {
+        let Some(p) = plane("realapi_dra_shared").await else { return };
+        let _running = start_side(&p, scheduler);
+        outcomes.push(shared_device(&p.client, scheduler).await);
+    }
+    let four = ("n-s/gpu-0".to_string(), "4Gi".to_string());
+    assert_eq!(outcomes[0].0, vec![four.clone(), four]);
+    assert!(outcomes[0].1.starts_with("0/1 nodes are available: 1 cannot allocate all claims."), "{}", outcomes[0].1);
+    assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as api;
 
-use super::objects::{Attribute, Claim, Mode, NodeScope};
+use super::objects::{Amount, Attribute, Claim, Mode, NodeScope};
 use super::pools::{NodeDevices, Pool, Reachable, node_devices};
 use super::selectors::{Prepared, matches, prepare};
 use super::state::DraState;
@@ -41,6 +41,10 @@ pub struct Features {
     /// the counters last, and slices may select nodes per device (else both are left
     /// alone).
     pub partitionable: bool,
+    /// `DRAConsumableCapacity`: devices allowing multiple allocations are shared while
+    /// their capacity lasts, and requests may ask for capacity (else such devices are
+    /// allocated whole, once, and capacity requests are an error).
+    pub consumable_capacity: bool,
 }
 
 impl Default for Features {
@@ -51,6 +55,7 @@ impl Default for Features {
             device_taints: true,
             binding_conditions: true,
             partitionable: true,
+            consumable_capacity: true,
         }
     }
 }
@@ -76,6 +81,11 @@ struct Pick {
     a: usize,
     /// The device's index in the node's devices.
     k: usize,
+    /// Its counters were charged (a shared device's only with its first share).
+    counted: bool,
+    /// A share of a device allowing multiple allocations: what it consumes of each
+    /// capacity.
+    share: Option<Vec<Amount>>,
 }
 
 /// A `matchAttribute` constraint while the search runs.
@@ -83,6 +93,8 @@ struct Pick {
 struct Match {
     value: Option<Attribute>,
     count: usize,
+    /// `distinctAttribute`: the value each request (by its name before any `/`) took last.
+    seen: Vec<(String, Attribute)>,
 }
 
 /// The claims' checks done and their selectors compiled, once per pod: a plan to run
@@ -99,6 +111,8 @@ pub struct Plan {
     binding_conditions: bool,
     /// Whether partitionable devices are allocated.
     partitionable: bool,
+    /// Whether capacity is consumed and devices shared.
+    consumable: bool,
 }
 
 impl Plan {
@@ -122,6 +136,7 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         device_taints: features.device_taints,
         binding_conditions: features.binding_conditions,
         partitionable: features.partitionable,
+        consumable: features.consumable_capacity,
     })
 }
 
@@ -216,6 +231,7 @@ fn run_search(
         timed_out: false,
         taking: Vec::new(),
         counters: Vec::new(),
+        sharing: Default::default(),
         picks: vec![Vec::new(); claims.len()],
         constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
         chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
@@ -260,7 +276,7 @@ fn too_few_free(state: &DraState, pools: &[Pool], claims: &[Arc<Claim>]) -> bool
             .min()
             .unwrap_or(0);
     }
-    if pools.iter().any(|p| !p.exclusive && p.invalid.is_none() && !p.incomplete) {
+    if pools.iter().any(|p| (!p.exclusive && p.invalid.is_none() && !p.incomplete) || p.shareable) {
         return false;
     }
     let free: usize = pools.iter().map(|p| p.size.saturating_sub(state.held_in_pool(p.key) as usize)).sum();
@@ -282,6 +298,12 @@ fn validate(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
             let mut least = usize::MAX;
             for alt in &r.alternatives {
                 let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
+                if !alt.capacity.is_empty() && !features.consumable_capacity {
+                    let kind = if r.prioritized { "subrequest" } else { "request" };
+                    return Err(format!(
+                        "claim {key}, {kind} {name}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+                    ));
+                }
                 if alt.admin_access && !features.admin_access {
                     return Err(format!(
                         "claim {key}, request {name}: admin access is requested, but the feature is disabled"
@@ -328,6 +350,9 @@ struct Search<'a> {
     /// What each pool's counters still allow, computed when a device of the pool is
     /// first tried (by pool index).
     counters: Vec<Option<Left>>,
+    /// Capacity this search's shares consume, by device number (in the device's
+    /// capacity order).
+    sharing: rustc_hash::FxHashMap<u32, Vec<i128>>,
     picks: Vec<Vec<Pick>>,
     constraints: Vec<Vec<Match>>,
     /// The alternative chosen for each request.
@@ -380,7 +405,8 @@ impl Search<'_> {
             if !self.constraints_allow(c, name, k) || !self.usable(c, r, a, k)? {
                 continue;
             }
-            if !self.take(c, r, a, k, false)? {
+            let Some(share) = self.capacity(c, r, a, k, true) else { continue };
+            if !self.take(c, r, a, k, false, share)? {
                 continue;
             }
             if self.pick(c, r, a, left - 1, k + 1)? {
@@ -414,7 +440,9 @@ impl Search<'_> {
         }
         let mut wanted = Vec::new();
         for k in 0..self.devices.len() {
-            if self.selectable(c, r, a, k)? {
+            // Devices without the capacity asked for (beside what allocated claims hold)
+            // are not wanted; what this search already took is looked at below.
+            if self.selectable(c, r, a, k)? && self.capacity(c, r, a, k, false).is_some() {
                 wanted.push(k);
             }
         }
@@ -424,7 +452,12 @@ impl Search<'_> {
         let mut taken = 0;
         let mut ok = true;
         for &k in &wanted {
-            if !self.free(c, alt.admin_access, k) || !self.take(c, r, a, k, true)? {
+            let share = if self.free(c, alt.admin_access, k) { self.capacity(c, r, a, k, true) } else { None };
+            let Some(share) = share else {
+                ok = false;
+                break;
+            };
+            if !self.take(c, r, a, k, true, share)? {
                 ok = false;
                 break;
             }
@@ -452,10 +485,41 @@ impl Search<'_> {
     fn free(&self, c: usize, admin: bool, k: usize) -> bool {
         let id = &self.devices[k].device.id;
         let key = id.key();
+        if self.shared(k) {
+            // Shares never take a device whole: only an allocation of the whole device
+            // (from before it allowed sharing) keeps it.
+            return admin || self.state.holders(id) == 0;
+        }
         if admin {
             return !self.taking.contains(&(key, c));
         }
         !self.taking.iter().any(|(d, _)| *d == key) && self.state.holders(id) == 0
+    }
+
+    /// Whether device `k` is shared (it allows multiple allocations, with the gate on).
+    fn shared(&self, k: usize) -> bool {
+        self.plan.consumable && self.devices[k].device.multi
+    }
+
+    /// What alternative `a` consumes of device `k`'s capacities if it has them beside
+    /// what allocated claims (and, `in_flight`, this search's shares) consume: `None`
+    /// when it does not fit, `Some(None)` when nothing is recorded (the gate is off, or
+    /// the device is not shared).
+    #[allow(clippy::option_option)]
+    fn capacity(&self, c: usize, r: usize, a: usize, k: usize, in_flight: bool) -> Option<Option<Vec<Amount>>> {
+        if !self.plan.consumable {
+            return Some(None);
+        }
+        let alt = &self.claims[c].requests[r].alternatives[a];
+        let device = &self.devices[k].device;
+        let shares = self.state.shares(&device.id);
+        let flight = in_flight.then(|| self.sharing.get(&device.id.key())).flatten();
+        let used = |i: usize, name: &str| {
+            shares.and_then(|s| s.consumed.get(name)).copied().unwrap_or(0)
+                + flight.and_then(|f| f.get(i)).copied().unwrap_or(0)
+        };
+        let amounts = super::capacity::fits(alt, device, used)?;
+        Some(self.shared(k).then_some(amounts))
     }
 
     /// Whether device `k` can serve alternative `a` at all (not counting who holds it).
@@ -482,7 +546,15 @@ impl Search<'_> {
 
     /// Records device `k` for claim `c` if the claim's constraints allow it. With `must`
     /// (an `All` request) a constraint that does not allow it is an error.
-    fn take(&mut self, c: usize, r: usize, a: usize, k: usize, must: bool) -> Result<bool, String> {
+    fn take(
+        &mut self,
+        c: usize,
+        r: usize,
+        a: usize,
+        k: usize,
+        must: bool,
+        share: Option<Vec<Amount>>,
+    ) -> Result<bool, String> {
         let claim = self.claims[c].clone();
         let request = &claim.requests[r];
         let alt = &request.alternatives[a];
@@ -491,11 +563,17 @@ impl Search<'_> {
         // counters do not last is skipped, even where a constraint failing is an error.
         // The constraints are looked at first here (they are cheaper), to the same end.
         let fits = self.constraints_allow(c, &alt.name, k);
+        // A shared device's counters are charged with its first share only.
+        let key = device.device.id.key();
+        let count =
+            !self.shared(k) || (self.state.shares(&device.device.id).is_none() && !self.sharing.contains_key(&key));
         if !fits {
-            if !must || !self.consume(k) {
+            if !must || (count && !self.consume(k)) {
                 return Ok(false);
             }
-            self.release(k);
+            if count {
+                self.release(k);
+            }
             let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
             return Err(format!(
                 "claim {}, request {name}: cannot add device {} because a claim constraint would not be satisfied",
@@ -503,20 +581,34 @@ impl Search<'_> {
                 device.device.id
             ));
         }
-        if !self.consume(k) {
+        if count && !self.consume(k) {
             return Ok(false);
         }
+        let base = alt.name.split('/').next().unwrap_or(&alt.name);
         for (i, constraint) in claim.constraints.iter().enumerate() {
             if constraint.covers(&alt.name) {
                 let m = &mut self.constraints[c][i];
-                if m.count == 0 {
-                    m.value = device.device.attributes.get(&constraint.attribute).cloned();
+                let value = device.device.attributes.get(&constraint.attribute).cloned();
+                if constraint.distinct {
+                    m.seen.retain(|(r, _)| r != base);
+                    if let Some(v) = value {
+                        m.seen.push((base.to_string(), v));
+                    }
+                } else if m.count == 0 {
+                    m.value = value;
                 }
                 m.count += 1;
             }
         }
-        self.taking.push((device.device.id.key(), c));
-        self.picks[c].push(Pick { r, a, k });
+        if let Some(amounts) = &share {
+            let sharing = self.sharing.entry(key).or_insert_with(|| vec![0; amounts.len()]);
+            for (total, amount) in sharing.iter_mut().zip(amounts) {
+                *total += amount.nanos;
+            }
+        } else if !self.shared(k) {
+            self.taking.push((key, c));
+        }
+        self.picks[c].push(Pick { r, a, k, counted: count, share });
         Ok(true)
     }
 
@@ -527,7 +619,11 @@ impl Search<'_> {
             if !constraint.covers(name) {
                 return true;
             }
-            match (device.attributes.get(&constraint.attribute), &m.value) {
+            let value = device.attributes.get(&constraint.attribute);
+            if constraint.distinct {
+                return value.is_some_and(|v| !m.seen.iter().any(|(_, seen)| seen == v));
+            }
+            match (value, &m.value) {
                 (None, _) => false,
                 (Some(_), _) if m.count == 0 => true,
                 (Some(v), Some(reference)) => v == reference,
@@ -541,17 +637,33 @@ impl Search<'_> {
         let Some(pick) = self.picks[c].pop() else { return };
         let claim = self.claims[c].clone();
         let name = &claim.requests[pick.r].alternatives[pick.a].name;
+        let base = name.split('/').next().unwrap_or(name);
         for (i, constraint) in claim.constraints.iter().enumerate() {
             if constraint.covers(name) {
                 let m = &mut self.constraints[c][i];
                 m.count = m.count.saturating_sub(1);
+                if constraint.distinct {
+                    // As kube-scheduler, the request's value goes, whichever device set it.
+                    m.seen.retain(|(r, _)| r != base);
+                }
             }
         }
         let key = self.devices[pick.k].device.id.key();
-        if let Some(at) = self.taking.iter().rposition(|x| *x == (key, c)) {
+        if let Some(amounts) = &pick.share {
+            if let Some(sharing) = self.sharing.get_mut(&key) {
+                for (total, amount) in sharing.iter_mut().zip(amounts) {
+                    *total -= amount.nanos;
+                }
+                if !self.picks.iter().flatten().any(|p| p.share.is_some() && self.devices[p.k].device.id.key() == key) {
+                    self.sharing.remove(&key);
+                }
+            }
+        } else if let Some(at) = self.taking.iter().rposition(|x| *x == (key, c)) {
             self.taking.remove(at);
         }
-        self.release(pick.k);
+        if pick.counted {
+            self.release(pick.k);
+        }
     }
 
     /// Charges device `k`'s counters to its pool if every counter of the pool stays
@@ -596,7 +708,8 @@ impl Left {
     fn of(state: &DraState, counters: &super::pools::PoolCounters) -> Self {
         let mut left = Left(counters.values.clone());
         for (device, uses) in &counters.consumers {
-            if state.holders(&device.id) > 0 {
+            // A device held whole or shared (its counters charged once) counts.
+            if state.holders(&device.id) > 0 || state.shares(&device.id).is_some() {
                 left.charge(uses, -1);
             }
         }
@@ -634,6 +747,16 @@ fn result(
                 binding_conditions: (!d.binding_conditions.is_empty()).then(|| d.binding_conditions.clone()),
                 binding_failure_conditions: (!d.binding_conditions.is_empty())
                     .then(|| d.binding_failure_conditions.clone()),
+                share_id: p.share.is_some().then(share_id),
+                consumed_capacity: p.share.as_ref().filter(|a| !a.is_empty()).map(|amounts| {
+                    d.capacities
+                        .iter()
+                        .zip(amounts)
+                        .map(|(c, a)| {
+                            (c.name.clone(), k8s_openapi::apimachinery::pkg::api::resource::Quantity(a.text.clone()))
+                        })
+                        .collect()
+                }),
                 ..Default::default()
             }
         })
@@ -646,6 +769,14 @@ fn result(
         node_selector,
         allocation_timestamp: None,
     })
+}
+
+/// A share's identifier: a random (version 4) UUID.
+fn share_id() -> String {
+    let bits: u128 = rand::random();
+    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let hex = format!("{bits:032x}");
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
 /// The request names a claim's allocation answers: `request`, or `request/subrequest`

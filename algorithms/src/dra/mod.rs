@@ -3,6 +3,7 @@
 //! allocator that picks devices for a pod's claims on one node.
 
 mod allocator;
+mod capacity;
 mod cel_env;
 mod objects;
 mod pools;
@@ -15,12 +16,13 @@ pub use allocator::{
     plan, reach,
 };
 pub use objects::{
-    Alternative, Attribute, Claim, ClaimWrite, Constraint, Consumer, CounterSet, CounterUse, Counters, Device,
-    DeviceClass, DeviceTaint, DeviceToleration, FINALIZER, MAX_CONSUMERS, Mode, NodeScope, Request, Slice, qualify,
+    Alternative, Amount, Attribute, Capacity, CapacityPolicy, Claim, ClaimWrite, Constraint, Consumer, CounterSet,
+    CounterUse, Counters, Device, DeviceClass, DeviceTaint, DeviceToleration, FINALIZER, MAX_CONSUMERS, Mode,
+    NodeScope, Request, Slice, qualify,
 };
 pub use pools::{NodeDevices, Pool, PoolCounters, Reachable, gather, node_devices};
 pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
-pub use state::{DeviceId, DraState, held_devices};
+pub use state::{DeviceId, DraState, Shares, held_devices};
 #[cfg(test)]
 mod tests;
 pub use template::{POD_CLAIM_NAME, claim_object, create_from_templates};

@@ -101,6 +101,11 @@ pub struct Device {
     pub consumes: Vec<CounterUse>,
     /// Its taints with effect NoSchedule or NoExecute (a `None` taint only informs).
     pub taints: Vec<DeviceTaint>,
+    /// `allowMultipleAllocations`: several claims may share it while its capacity lasts.
+    pub multi: bool,
+    /// Its capacities as published (names as the slice spells them), with their request
+    /// policies (consumable capacity).
+    pub capacities: Vec<Capacity>,
     /// Its CEL value, built when a selector first reads it.
     cel: OnceLock<Result<Box<dyn cel::common::value::Val>, String>>,
     /// Selector verdicts by selector set (see `selectors`).
@@ -164,10 +169,18 @@ impl Slice {
             let attributes =
                 d.attributes.iter().flatten().filter_map(|(k, v)| Some((qualify(&driver, k), Attribute::from_api(v)?)));
             let mut capacity = BTreeMap::new();
+            let mut capacities = Vec::new();
             for (k, c) in d.capacity.iter().flatten() {
                 let q = Quantity::parse(&c.value.0)
                     .map_err(|e| format!("resourceslice {name}: device {}: capacity {k}: {e}", d.name))?;
                 capacity.insert(qualify(&driver, k), q);
+                let policy = c
+                    .request_policy
+                    .as_ref()
+                    .map(CapacityPolicy::from_api)
+                    .transpose()
+                    .map_err(|e| format!("resourceslice {name}: device {}: capacity {k}: {e}", d.name))?;
+                capacities.push(Capacity { name: k.clone(), value: Amount::of(q, &c.value.0), policy });
             }
             let device_scope = if scope == NodeScope::PerDevice {
                 Some(
@@ -199,6 +212,8 @@ impl Slice {
                     })
                     .collect(),
                 name: d.name.clone(),
+                multi: d.allow_multiple_allocations == Some(true),
+                capacities,
                 cel: OnceLock::new(),
                 verdicts: RwLock::default(),
                 attributes: attributes.collect(),
@@ -230,6 +245,91 @@ impl Slice {
             version: 0,
         })
     }
+}
+
+/// A quantity as published (its text) with its exact value in nano units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amount {
+    /// The value in nano units.
+    pub nanos: i128,
+    /// `Value()`: whole units, rounded up.
+    pub value: i64,
+    /// The text, as published or as computed.
+    pub text: String,
+}
+
+impl Amount {
+    fn of(q: Quantity, text: &str) -> Self {
+        Amount { nanos: q.nanos(), value: q.value(), text: text.to_string() }
+    }
+
+    /// Parses a quantity.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Quantity::parse(text).map(|q| Amount::of(q, text)).map_err(|e| e.to_string())
+    }
+
+    /// A whole number, written as Kubernetes writes a binary-SI quantity (`2`, `4Ki`).
+    pub fn whole(value: i64) -> Self {
+        let mut mantissa = value;
+        let mut exponent = 0;
+        while exponent < 6 && mantissa != 0 && mantissa % 1024 == 0 {
+            mantissa /= 1024;
+            exponent += 1;
+        }
+        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][exponent];
+        Amount { nanos: i128::from(value) * 1_000_000_000, value, text: format!("{mantissa}{suffix}") }
+    }
+}
+
+/// A device capacity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capacity {
+    /// Its name, as the slice spells it.
+    pub name: String,
+    /// Its value.
+    pub value: Amount,
+    /// How requests for it are rounded and bounded.
+    pub policy: Option<CapacityPolicy>,
+}
+
+/// A capacity's `requestPolicy`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CapacityPolicy {
+    /// What a request that does not name the capacity consumes.
+    pub default: Option<Amount>,
+    /// `validValues`, in order.
+    pub valid_values: Vec<Amount>,
+    /// `validRange` is set.
+    pub range: bool,
+    /// Its `min`.
+    pub min: Option<Amount>,
+    /// Its `max`.
+    pub max: Option<Amount>,
+    /// Its `step`.
+    pub step: Option<Amount>,
+}
+
+impl CapacityPolicy {
+    fn from_api(p: &api::CapacityRequestPolicy) -> Result<Self, String> {
+        let parse = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| Amount::parse(&q.0);
+        let range = p.valid_range.as_ref();
+        Ok(CapacityPolicy {
+            default: p.default.as_ref().map(parse).transpose()?,
+            valid_values: p.valid_values.iter().flatten().map(parse).collect::<Result<_, _>>()?,
+            range: range.is_some(),
+            min: range.map(|r| parse(&r.min)).transpose()?,
+            max: range.and_then(|r| r.max.as_ref()).map(parse).transpose()?,
+            step: range.and_then(|r| r.step.as_ref()).map(parse).transpose()?,
+        })
+    }
+}
+
+fn capacity_requests(c: Option<&api::CapacityRequirements>) -> Result<Vec<(String, Amount)>, String> {
+    c.and_then(|c| c.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|(k, q)| Ok((k.clone(), Amount::parse(&q.0).map_err(|e| format!("capacity {k}: {e}"))?)))
+        .collect()
 }
 
 /// Counters by name, each in nano units (exact for every Kubernetes quantity).
@@ -313,6 +413,8 @@ pub struct Alternative {
     pub admin_access: bool,
     /// The device taints it tolerates.
     pub tolerations: Vec<DeviceToleration>,
+    /// Capacity it asks of a device, by the capacity's name (consumable capacity).
+    pub capacity: Vec<(String, Amount)>,
 }
 
 /// A device's taint (`DRADeviceTaints`).
@@ -388,13 +490,15 @@ pub struct Request {
     pub prioritized: bool,
 }
 
-/// A `matchAttribute` constraint.
+/// A `matchAttribute` or `distinctAttribute` constraint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constraint {
     /// The requests it covers (all when empty).
     pub requests: Vec<String>,
-    /// The fully qualified attribute that must be equal.
+    /// The fully qualified attribute that must be equal (or, `distinct`, differ).
     pub attribute: String,
+    /// `distinctAttribute`: every device must differ in the attribute.
+    pub distinct: bool,
 }
 
 impl Constraint {
@@ -462,6 +566,8 @@ impl Claim {
                     mode,
                     admin_access: e.admin_access == Some(true),
                     tolerations: tolerations(e.tolerations.as_deref()),
+                    capacity: capacity_requests(e.capacity.as_ref())
+                        .map_err(|m| format!("resourceclaim {namespace}/{name}: request {}: {m}", r.name))?,
                 }]
             } else {
                 let mut alts = Vec::new();
@@ -475,6 +581,9 @@ impl Claim {
                         mode,
                         admin_access: false,
                         tolerations: tolerations(s.tolerations.as_deref()),
+                        capacity: capacity_requests(s.capacity.as_ref()).map_err(|m| {
+                            format!("resourceclaim {namespace}/{name}: request {}/{}: {m}", r.name, s.name)
+                        })?,
                     });
                 }
                 if alts.is_empty() {
@@ -493,10 +602,12 @@ impl Claim {
             .iter()
             .flat_map(|d| d.constraints.iter().flatten())
             .filter_map(|k| {
-                Some(Constraint {
-                    requests: k.requests.clone().unwrap_or_default(),
-                    attribute: k.match_attribute.clone()?,
-                })
+                let (attribute, distinct) = match (&k.match_attribute, &k.distinct_attribute) {
+                    (Some(a), _) => (a.clone(), false),
+                    (None, Some(a)) => (a.clone(), true),
+                    (None, None) => return None,
+                };
+                Some(Constraint { requests: k.requests.clone().unwrap_or_default(), attribute, distinct })
             })
             .collect();
         let status = c.status.as_ref();

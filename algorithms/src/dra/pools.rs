@@ -29,6 +29,9 @@ pub struct Pool {
     pub size: usize,
     /// Its shared counters (partitionable devices), when any device consumes some.
     pub counters: Option<Arc<PoolCounters>>,
+    /// A device of the pool allows multiple allocations (one device may serve several
+    /// requests).
+    pub shareable: bool,
 }
 
 /// A pool's shared counters and every device of the pool (on whichever node) that
@@ -154,6 +157,7 @@ pub fn gather(state: &DraState, node: &str, labels: &Labels, partitionable: bool
                 exclusive: false,
                 size: 0,
                 counters: None,
+                shareable: false,
             };
             pools.push(empty);
             continue;
@@ -171,7 +175,8 @@ pub fn gather(state: &DraState, node: &str, labels: &Labels, partitionable: bool
             if invalid.is_some() { Vec::new() } else { slices.into_iter().cloned().collect() };
         let size = slices.iter().map(|s| s.devices.len()).sum();
         let counters = counters.ok().flatten().map(Arc::new);
-        let p = Pool { id, incomplete, invalid, slices, key, exclusive, size, counters };
+        let shareable = slices.iter().flat_map(|s| s.devices.iter()).any(|d| d.multi);
+        let p = Pool { id, incomplete, invalid, slices, key, exclusive, size, counters, shareable };
         if p.binding_conditions() { waiting.push(p) } else { pools.push(p) }
     }
     pools.extend(waiting);

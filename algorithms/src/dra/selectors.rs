@@ -230,7 +230,7 @@ pub fn device_value(driver: &str, d: &Device) -> Result<Box<dyn Val>, String> {
     }
     let mut fields: HashMap<CelMapKey<'static>, Box<dyn Val>> = HashMap::new();
     fields.insert(key("driver"), Box::new(CelString::from(driver.to_string())));
-    fields.insert(key("allowMultipleAllocations"), Box::new(CelBool::from(false)));
+    fields.insert(key("allowMultipleAllocations"), Box::new(CelBool::from(d.multi)));
     fields.insert(key("attributes"), domains(attributes));
     fields.insert(key("capacity"), domains(capacity));
     Ok(Box::new(CelMap::from(fields)))

@@ -94,14 +94,26 @@ impl std::fmt::Display for DeviceId {
     }
 }
 
-/// The devices an allocation holds (not those taken with admin access, which consume nothing).
+/// The devices an allocation holds for itself (not those taken with admin access, which
+/// consume nothing, nor shares of devices allowing multiple allocations).
 pub fn held_devices(allocation: &api::AllocationResult) -> impl Iterator<Item = DeviceId> + '_ {
-    allocation
-        .devices
-        .iter()
-        .flat_map(|d| d.results.iter().flatten())
-        .filter(|r| r.admin_access != Some(true))
+    results(allocation)
+        .filter(|r| r.admin_access != Some(true) && r.share_id.is_none())
         .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+}
+
+fn results(allocation: &api::AllocationResult) -> impl Iterator<Item = &api::DeviceRequestAllocationResult> {
+    allocation.devices.iter().flat_map(|d| d.results.iter().flatten())
+}
+
+/// The shares of one device allowing multiple allocations: how many, and the capacity
+/// they consume together (by capacity name, in nano units).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shares {
+    /// Allocation results sharing the device.
+    pub count: u32,
+    /// Capacity consumed, by name.
+    pub consumed: std::collections::BTreeMap<String, i128>,
 }
 
 /// The assumptions about one claim.
@@ -139,6 +151,8 @@ pub struct DraState {
     by_pool: HashMap<Key, imbl::OrdSet<Key>>,
     /// How many claims (as assumed) hold each device.
     in_use: HashMap<DeviceId, u32>,
+    /// Shares of devices allowing multiple allocations (as assumed).
+    shared: HashMap<DeviceId, Shares>,
     /// How many devices of each pool (by its number) are held.
     pool_held: HashMap<u32, u32>,
     next_version: u64,
@@ -293,6 +307,11 @@ impl DraState {
         self.in_use.get(id).copied().unwrap_or(0)
     }
 
+    /// The shares of a device allowing multiple allocations, if any.
+    pub fn shares(&self, id: &DeviceId) -> Option<&Shares> {
+        self.shared.get(id)
+    }
+
     /// How many devices of a pool (by [`DeviceId::pool_key`]) are held.
     pub fn held_in_pool(&self, pool: u32) -> u32 {
         self.pool_held.get(&pool).copied().unwrap_or(0)
@@ -310,6 +329,7 @@ impl DraState {
 
     fn hold(&mut self, claim: Option<&Arc<Claim>>, delta: i64) {
         let Some(allocation) = claim.and_then(|c| c.allocation()) else { return };
+        self.share(allocation, delta);
         for id in held_devices(allocation) {
             let before = self.holders(&id);
             let n = i64::from(before) + delta;
@@ -328,6 +348,23 @@ impl DraState {
                 } else {
                     self.pool_held.insert(pool, u32::try_from(held).unwrap_or(u32::MAX));
                 }
+            }
+        }
+    }
+
+    /// Counts an allocation's shares of devices allowing multiple allocations.
+    fn share(&mut self, allocation: &api::AllocationResult, delta: i64) {
+        for r in results(allocation).filter(|r| r.admin_access != Some(true) && r.share_id.is_some()) {
+            let id = DeviceId::new(&r.driver, &r.pool, &r.device);
+            let entry = self.shared.entry(id.clone()).or_default();
+            let count = i64::from(entry.count) + delta;
+            entry.count = u32::try_from(count.max(0)).unwrap_or(u32::MAX);
+            for (name, q) in r.consumed_capacity.iter().flatten() {
+                let amount = crate::quantity::Quantity::parse(&q.0).map(|q| q.nanos()).unwrap_or(0);
+                *entry.consumed.entry(name.clone()).or_default() += i128::from(delta) * amount;
+            }
+            if entry.count == 0 {
+                self.shared.remove(&id);
             }
         }
     }

@@ -62,8 +62,11 @@ struct Case {
     classes: Vec<Value>,
     slices: Vec<Value>,
     allocated: Vec<(&'static str, &'static str, &'static str)>,
+    /// Shares of driver-a/pool-1's devices already allocated: device and what it consumes.
+    shared: Vec<(&'static str, Value)>,
     claims: Vec<Value>,
     node: &'static str,
+    features: Features,
 }
 
 impl Default for Case {
@@ -72,8 +75,10 @@ impl Default for Case {
             classes: vec![class("class-a", "driver-a"), class("class-b", "driver-b")],
             slices: Vec::new(),
             allocated: Vec::new(),
+            shared: Vec::new(),
             claims: Vec::new(),
             node: "node-1",
+            features: Features::default(),
         }
     }
 }
@@ -97,6 +102,12 @@ fn run_full(case: Case) -> Result<Option<Vec<k8s_openapi::api::resource::v1::All
             "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": driver, "pool": pool, "device": dev}]}}}});
         st.upsert_claim(Claim::from_api(&serde_json::from_value(c).map_err(|e| e.to_string())?)?);
     }
+    for (i, (dev, consumed)) in case.shared.iter().enumerate() {
+        let c = json!({"metadata": {"name": format!("shared-{i}"), "namespace": "default"}, "spec": {},
+            "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": "driver-a", "pool": "pool-1",
+                "device": dev, "shareID": format!("00000000-0000-4000-8000-{i:012}"), "consumedCapacity": consumed}]}}}});
+        st.upsert_claim(Claim::from_api(&serde_json::from_value(c).map_err(|e| e.to_string())?)?);
+    }
     let claims: Vec<Arc<Claim>> = case
         .claims
         .into_iter()
@@ -106,7 +117,7 @@ fn run_full(case: Case) -> Result<Option<Vec<k8s_openapi::api::resource::v1::All
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    match allocate(&st, case.node, &labels, &claims, Features::default())? {
+    match allocate(&st, case.node, &labels, &claims, case.features)? {
         Outcome::Allocated(a) => Ok(Some(a)),
         Outcome::Unschedulable(None) => Ok(None),
         Outcome::Unschedulable(Some(reason)) => Err(reason),
@@ -898,4 +909,5 @@ fn devices_with_binding_conditions_are_allocated_with_them_when_the_gates_are_on
     assert!(matches!(allocate(&st, "node-1", &labels, &claims, off), Ok(Outcome::Unschedulable(None))));
 }
 
+mod consumable;
 mod partitionable;
