@@ -10,7 +10,8 @@ workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity Sche
            TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingGpuPacking
            SchedulingChurn PreemptionBasic SchedulingWithPVC SchedulingWithResourceClaimTemplate
            SteadyStateClusterResourceClaimTemplate/empty SteadyStateClusterResourceClaimTemplate/half
-           SteadyStateClusterResourceClaimTemplate/full SteadyStateClusterResourceClaimTemplatePartitionable)
+           SteadyStateClusterResourceClaimTemplate/full SteadyStateClusterResourceClaimTemplatePartitionable
+           SteadyStateClusterResourceClaimTemplateConsumableCapacity)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2

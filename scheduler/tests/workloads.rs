@@ -394,3 +394,28 @@ fn partitionable_pools_serve_one_pod_each_and_are_reused_in_a_steady_stream() {
     );
     assert_eq!((steady.scheduled, steady.unschedulable, steady.never_created), (40, 0, 0));
 }
+
+/// The consumable-capacity case at 10 nodes and 40 pods (20 pools of two shared 80Gi
+/// devices; each pod asks 10Gi twice): shares fill the first device of a pool (8 of
+/// 10Gi) before the next is used; the second device also publishes a `counters`
+/// capacity of 2 with no policy, which a request not naming it consumes whole, so it
+/// takes one share only.
+#[test]
+fn consumable_capacity_pools_are_shared_until_full() {
+    let name = scheduler::synthetic::workloads::CONSUMABLE;
+    let report = simulate_sized(name, 10, 40);
+    assert_eq!((report.scheduled, report.unschedulable), (40, 0));
+    let mut shares: std::collections::BTreeMap<String, usize> = Default::default();
+    for (claim, allocated) in &report.resource_claims {
+        assert_eq!(allocated.devices.len(), 2, "{claim}");
+        for d in &allocated.devices {
+            *shares.entry(d.clone()).or_default() += 1;
+        }
+    }
+    for (device, n) in &shares {
+        let most = if device.ends_with("/shareable-device") { 8 } else { 1 };
+        assert!(*n <= most, "{device} holds {n} shares");
+    }
+    let full = shares.iter().filter(|(d, n)| d.ends_with("/shareable-device") && **n == 8).count();
+    assert!(full >= 8, "shareable devices fill before others are used: {shares:?}");
+}

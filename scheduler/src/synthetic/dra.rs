@@ -197,3 +197,59 @@ pub fn partitionable_world<'a>(
     }
     st
 }
+
+/// The slices of consumable-capacity pool `i` (scheduler_perf's consumable-capacity case):
+/// a counter set of two counters in a slice of its own, and two devices allowing multiple
+/// allocations, each with 80Gi of memory (requests rounded up to whole Gi, 1Gi by
+/// default), one of them consuming both counters.
+pub fn consumable_slices(i: usize) -> [api::ResourceSlice; 2] {
+    let pool = json!({"name": format!("resourceslice-{i}"), "generation": 1, "resourceSliceCount": 2});
+    let memory = json!({"value": "80Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi"}}});
+    let sets = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("resourceslice-countersets-{i}")},
+        "spec": {"driver": DRIVER, "pool": pool, "nodeSelector": with_dra_nodes(),
+            "sharedCounters": [{"name": "counter-set",
+                "counters": {"counter1": {"value": "1"}, "counter2": {"value": "1"}}}]}});
+    let devices = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("resourceslice-devices-{i}")},
+        "spec": {"driver": DRIVER, "pool": pool, "nodeSelector": with_dra_nodes(), "devices": [
+            {"name": "shareable-device", "allowMultipleAllocations": true,
+                "attributes": {"preallocate": {"bool": false}, "dra.example.com/slice": {"int": i}},
+                "capacity": {"memory": memory}},
+            {"name": "device-2-counters-1", "allowMultipleAllocations": true,
+                "attributes": {"preallocate": {"bool": true}, "dra.example.com/slice": {"int": i}},
+                "capacity": {"counters": {"value": "2"}, "memory": memory},
+                "consumesCounters": [{"counterSet": "counter-set",
+                    "counters": {"counter1": {"value": "1"}, "counter2": {"value": "1"}}}]}]}});
+    [serde_json::from_value(sets).unwrap_or_default(), serde_json::from_value(devices).unwrap_or_default()]
+}
+
+/// The template of the consumable-capacity case: two requests of 10Gi each.
+pub fn capacity_template(namespace: &str) -> api::ResourceClaimTemplate {
+    let request = |name: &str| json!({"name": name, "exactly": {"deviceClassName": CLASS, "capacity": {"requests": {"memory": "10Gi"}}}});
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [request("req-0"), request("req-1")]}}}});
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// The consumable-capacity world: `pools` pools, a class of the driver's devices that
+/// allow multiple allocations, the template, and the pods' claims.
+pub fn consumable_world<'a>(pools: usize, namespace: &str, pods: impl Iterator<Item = (&'a str, &'a str)>) -> DraState {
+    let mut st = state_with(capacity_template(namespace), namespace, pods);
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression":
+            format!("device.driver == \"{DRIVER}\" && device.allowMultipleAllocations == true")}}]}});
+    let class: Option<api::DeviceClass> = serde_json::from_value(v).ok();
+    if let Some(c) = class.and_then(|c| dra::DeviceClass::from_api(&c).ok()) {
+        st.upsert_class(c);
+    }
+    for i in 0..pools {
+        for s in consumable_slices(i) {
+            if let Ok(s) = dra::Slice::from_api(&s) {
+                st.upsert_slice(s);
+            }
+        }
+    }
+    st
+}

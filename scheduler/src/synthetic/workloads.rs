@@ -57,7 +57,12 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SteadyStateClusterResourceClaimTemplate/half", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplate/full", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplatePartitionable", 100, 0, 4000),
+    ("SteadyStateClusterResourceClaimTemplateConsumableCapacity", 100, 0, 4000),
 ];
+
+/// The consumable-capacity steady-state workload (scheduler_perf's 2000pods_100nodes):
+/// pools of two shared 80Gi devices reachable from every node, pods asking 10Gi twice.
+pub const CONSUMABLE: &str = "SteadyStateClusterResourceClaimTemplateConsumableCapacity";
 
 /// The partitionable steady-state workload (scheduler_perf's 2000pods_100nodes): pools
 /// (one GPU-like counter set each, reachable from every node), and pods pending at a
@@ -72,7 +77,7 @@ pub const STEADY_IN_FLIGHT: usize = 10;
 /// How many measured pods `name` keeps pending at a time, each deleted once bound and
 /// replaced by the next (`None`: all measured pods arrive at once).
 pub fn steady_in_flight(name: &str) -> Option<usize> {
-    if name.eq_ignore_ascii_case(PARTITIONABLE) {
+    if name.eq_ignore_ascii_case(PARTITIONABLE) || name.eq_ignore_ascii_case(CONSUMABLE) {
         return Some(PARTITIONABLE_POOLS);
     }
     steady_used(name, 1).map(|_| STEADY_IN_FLIGHT)
@@ -193,15 +198,18 @@ pub fn generate(
         return Some(w);
     }
     let gpu = canonical == "SchedulingGpu";
+    let consumable = canonical == CONSUMABLE;
     let partitionable = canonical == PARTITIONABLE;
-    let claims =
-        canonical == "SchedulingWithResourceClaimTemplate" || steady_used(canonical, n).is_some() || partitionable;
+    let claims = canonical == "SchedulingWithResourceClaimTemplate"
+        || steady_used(canonical, n).is_some()
+        || partitionable
+        || consumable;
     let packing = canonical == "SchedulingGpuPacking";
     w.cluster.nodes = (0..n)
         .map(|i| {
             if (gpu && i % 5 == 0) || (packing && i % 10 == 0) {
                 gpu_node(i, "32", "256Gi")
-            } else if partitionable {
+            } else if partitionable || consumable {
                 base_node(i).label(super::dra::DRA_NODE_LABEL, "true").build()
             } else {
                 base_node(i).build()
@@ -260,7 +268,9 @@ pub fn generate(
         // The pools scale with the measured pods when their count is changed.
         let pools = if pods.is_some() { m.div_ceil(2).clamp(1, PARTITIONABLE_POOLS) } else { PARTITIONABLE_POOLS };
         let pods = names.iter().map(|(uid, n)| (n.as_str(), uid.as_str()));
-        if partitionable {
+        if consumable {
+            w.dra = super::dra::consumable_world(pools, "sched-perf", pods);
+        } else if partitionable {
             w.dra = super::dra::partitionable_world(pools, "sched-perf", pods);
         } else {
             w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, "sched-perf", pods);
