@@ -9,6 +9,7 @@ bin=target/release/custom-scheduler
 workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity SchedulingPodAffinity
            TopologySpreading PreferredTopologySpreading Unschedulable SchedulingGpu SchedulingGpuPacking
            SchedulingChurn PreemptionBasic SchedulingWithPVC SchedulingWithResourceClaimTemplate
+           SchedulingWithResourceClaimTemplateToleration
            SteadyStateClusterResourceClaimTemplate/empty SteadyStateClusterResourceClaimTemplate/half
            SteadyStateClusterResourceClaimTemplate/full SteadyStateClusterResourceClaimTemplatePartitionable
            SteadyStateClusterResourceClaimTemplateConsumableCapacity)

@@ -339,7 +339,14 @@ fn simulate_sized(name: &str, nodes: usize, pods: usize) -> SimulationReport {
 
 /// A workload at a size: the parsed cluster (measured pods pending) and the initial pods.
 fn parsed_sized(name: &str, nodes: usize, pods: usize) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
-    let w = workload(name, Some(nodes), Some(pods)).unwrap();
+    parsed_of(workload(name, Some(nodes), Some(pods)).unwrap(), name)
+}
+
+/// A built workload parsed: the cluster (measured pods pending) and the initial pods.
+fn parsed_of(
+    w: scheduler::synthetic::workloads::Workload,
+    name: &str,
+) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
         pods: w.measured_pods,
@@ -418,4 +425,36 @@ fn consumable_capacity_pools_are_shared_until_full() {
     }
     let full = shares.iter().filter(|(d, n)| d.ends_with("/shareable-device") && **n == 8).count();
     assert!(full >= 8, "shareable devices fill before others are used: {shares:?}");
+}
+
+/// The toleration case at 20 nodes of 10 tainted devices (150 initial, 150 measured
+/// pods): claims tolerating the taint take the devices as in the untainted case; the same
+/// devices without the toleration take none.
+#[test]
+fn tainted_devices_go_to_tolerating_claims_only() {
+    let name = "SchedulingWithResourceClaimTemplateToleration";
+    let report = simulate_sized(name, 20, 150);
+    assert_eq!((report.scheduled, report.unschedulable), (50, 100));
+    let mut w = workload(name, Some(20), Some(150)).unwrap();
+    // The same cluster with a template that tolerates nothing.
+    let plain = scheduler::synthetic::dra::template("sched-perf", false);
+    w.dra.upsert_template(plain.clone());
+    let claims: Vec<_> = w.dra.claims().map(|c| c.key()).collect();
+    for key in claims {
+        let (_, pod) = key.split_once('/').unwrap();
+        let pod = pod.strip_suffix("-resource").unwrap();
+        let claim = algorithms::dra::claim_object(
+            &plain,
+            "sched-perf",
+            pod,
+            &format!("uid-{pod}"),
+            "resource",
+            &format!("{pod}-resource"),
+        );
+        w.dra.upsert_claim(algorithms::dra::Claim::from_api(&claim).unwrap());
+    }
+    let (parsed, init) = parsed_of(w, name);
+    let opts = SimulateOptions { seed: 1, progress: false, no_equivalence_cache: false, detail: false };
+    let untolerated = run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts);
+    assert_eq!(untolerated.scheduled, 0);
 }

@@ -21,14 +21,22 @@ pub fn claim_name(pod: &str) -> String {
     format!("{pod}-{POD_CLAIM}")
 }
 
-/// The ResourceSlice the test driver publishes for one node.
-pub fn slice(node: &str, devices: usize) -> api::ResourceSlice {
+/// The taint of scheduler_perf's toleration case (its DeviceTaintRule taints every device).
+pub const TAINT_KEY: &str = "example.com/taint";
+
+/// The ResourceSlice the test driver publishes for one node (every device `tainted`
+/// with `example.com/taint=tainted:NoSchedule`, when asked).
+pub fn slice(node: &str, devices: usize, tainted: bool) -> api::ResourceSlice {
     let devices: Vec<serde_json::Value> = (0..devices)
         .map(|i| {
-            json!({"name": format!("instance-{i}"),
+            let mut d = json!({"name": format!("instance-{i}"),
                 "attributes": {"model": {"string": "A100"}, "family": {"string": "GPU"},
                     "driverVersion": {"version": "1.2.3"}, "dra.example.com/numa": {"int": i}},
-                "capacity": {"memory": {"value": "1Gi"}}})
+                "capacity": {"memory": {"value": "1Gi"}}});
+            if tainted {
+                d["taints"] = json!([{"key": TAINT_KEY, "value": "tainted", "effect": "NoSchedule"}]);
+            }
+            d
         })
         .collect();
     let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node},
@@ -44,11 +52,15 @@ pub fn class() -> api::DeviceClass {
     serde_json::from_value(v).unwrap_or_default()
 }
 
-/// The ResourceClaimTemplate in `namespace`.
-pub fn template(namespace: &str) -> api::ResourceClaimTemplate {
+/// The ResourceClaimTemplate in `namespace` (tolerating the taint, when asked).
+pub fn template(namespace: &str, tolerating: bool) -> api::ResourceClaimTemplate {
+    let mut exactly = json!({"deviceClassName": CLASS});
+    if tolerating {
+        exactly["tolerations"] = json!([{"key": TAINT_KEY, "operator": "Exists"}]);
+    }
     let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": TEMPLATE, "namespace": namespace},
-        "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": CLASS}}]}}}});
+        "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": exactly}]}}}});
     serde_json::from_value(v).unwrap_or_default()
 }
 
@@ -73,16 +85,18 @@ fn state_with<'a>(
 }
 
 /// The world: slices for `nodes` nodes (`node-0`…), the class, the template, and the
-/// claims of the pods named in `pods` (namespace, name, UID).
+/// claims of the pods named in `pods` (namespace, name, UID); with `tainted`, every
+/// device tainted and the template tolerating it.
 pub fn world<'a>(
     nodes: usize,
     devices: usize,
+    tainted: bool,
     namespace: &str,
     pods: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> DraState {
-    let mut st = state_with(template(namespace), namespace, pods);
+    let mut st = state_with(template(namespace, tainted), namespace, pods);
     for i in 0..nodes {
-        if let Ok(s) = dra::Slice::from_api(&slice(&format!("node-{i}"), devices)) {
+        if let Ok(s) = dra::Slice::from_api(&slice(&format!("node-{i}"), devices, tainted)) {
             st.upsert_slice(s);
         }
     }

@@ -53,6 +53,7 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SchedulingWithPVC", 5000, 1000, 5000),
     ("PreemptionBasic", 5000, 20000, 1000),
     ("SchedulingWithResourceClaimTemplate", 500, 2500, 2500),
+    ("SchedulingWithResourceClaimTemplateToleration", 500, 2500, 2500),
     ("SteadyStateClusterResourceClaimTemplate/empty", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplate/half", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplate/full", 500, 0, 5000),
@@ -200,7 +201,9 @@ pub fn generate(
     let gpu = canonical == "SchedulingGpu";
     let consumable = canonical == CONSUMABLE;
     let partitionable = canonical == PARTITIONABLE;
+    let tainted = canonical == "SchedulingWithResourceClaimTemplateToleration";
     let claims = canonical == "SchedulingWithResourceClaimTemplate"
+        || tainted
         || steady_used(canonical, n).is_some()
         || partitionable
         || consumable;
@@ -273,7 +276,7 @@ pub fn generate(
         } else if partitionable {
             w.dra = super::dra::partitionable_world(pools, "sched-perf", pods);
         } else {
-            w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, "sched-perf", pods);
+            w.dra = super::dra::world(n, DRA_DEVICES_PER_NODE, tainted, "sched-perf", pods);
         }
         let used = steady_used(canonical, n).unwrap_or(0);
         super::dra::allocate_standalone(&mut w.dra, n, DRA_DEVICES_PER_NODE, "init", used);
