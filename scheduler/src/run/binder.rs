@@ -35,12 +35,22 @@ pub struct ApiHost {
     /// of pods with claims or volumes to write must not put thousands of requests in
     /// flight at once, where the API server serves them slower than a steady stream.
     write_slots: Arc<tokio::sync::Semaphore>,
+    /// Bounds the pods starting their PreBind writes (as many as the write slots): the
+    /// write slots are taken first come, first served, so without it every pending pod's
+    /// first write would queue ahead of any pod's next one and no pod would finish its
+    /// writes (and be bound) before all had started.
+    entry_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl ApiHost {
     /// A host writing through `client`, with at most `writes` PreBind writes in flight.
     pub fn new(client: Client, shared: Arc<Shared>, writes: usize) -> Self {
-        ApiHost { client, shared, write_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))) }
+        ApiHost {
+            client,
+            shared,
+            write_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))),
+            entry_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))),
+        }
     }
 }
 
@@ -205,6 +215,7 @@ pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) ->
     if host.shared.nominate_before_waiting.load(Ordering::Relaxed)
         && req.pod.nominated_node.as_deref() != Some(&req.node)
     {
+        let _entry = host.entry_slots.acquire().await;
         host.shared.limiter.until_ready().await;
         let _slot = host.write_slots.acquire().await;
         let api: Api<Pod> = Api::namespaced(host.client.clone(), &req.pod.namespace);
