@@ -7,13 +7,14 @@ mod capacity;
 mod cel_env;
 mod objects;
 mod pools;
+mod results;
 mod selectors;
 mod state;
 mod template;
 
 pub use allocator::{
-    Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, fits_reached, local,
-    plan, reach,
+    Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, fits_reached, plan,
+    reach,
 };
 pub use objects::{
     Alternative, Amount, Attribute, Capacity, CapacityPolicy, Claim, ClaimWrite, Constraint, Consumer, CounterSet,
@@ -21,6 +22,7 @@ pub use objects::{
     NodeScope, Request, Slice, qualify,
 };
 pub use pools::{NodeDevices, Pool, PoolCounters, Reachable, gather, node_devices};
+pub use results::local;
 pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
 pub use state::{DeviceId, DraState, Shares, held_devices};
 #[cfg(test)]
