@@ -12,7 +12,7 @@ workloads=(SchedulingBasic SchedulingNodeAffinity SchedulingPodAntiAffinity Sche
            SchedulingWithResourceClaimTemplateToleration
            SteadyStateClusterResourceClaimTemplate/empty SteadyStateClusterResourceClaimTemplate/half
            SteadyStateClusterResourceClaimTemplate/full SteadyStateClusterResourceClaimTemplatePartitionable
-           SteadyStateClusterResourceClaimTemplateConsumableCapacity)
+           SteadyStateClusterResourceClaimTemplateConsumableCapacity ExtendedResource_25Classes)
 rows=""
 for w in "${workloads[@]}"; do
   echo "running $w" >&2

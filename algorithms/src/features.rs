@@ -44,6 +44,10 @@ pub const DRA_PARTITIONABLE_DEVICES: &str = "DRAPartitionableDevices";
 /// by claims while their capacity lasts.
 pub const DRA_CONSUMABLE_CAPACITY: &str = "DRAConsumableCapacity";
 
+/// `DRAExtendedResource` (beta, on): a pod's extended-resource requests go to devices of
+/// the DeviceClass serving that resource on nodes that do not advertise it.
+pub const DRA_EXTENDED_RESOURCE: &str = "DRAExtendedResource";
+
 /// The gates a scheduler runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -69,6 +73,8 @@ pub struct FeatureGates {
     pub dra_partitionable: bool,
     /// `DRAConsumableCapacity`.
     pub dra_consumable_capacity: bool,
+    /// `DRAExtendedResource`.
+    pub dra_extended_resource: bool,
 }
 
 impl Default for FeatureGates {
@@ -85,6 +91,7 @@ impl Default for FeatureGates {
             dra_device_status: true,
             dra_partitionable: true,
             dra_consumable_capacity: true,
+            dra_extended_resource: true,
         }
     }
 }
@@ -113,6 +120,7 @@ impl FeatureGates {
                 DRA_RESOURCE_CLAIM_DEVICE_STATUS => gates.dra_device_status = on,
                 DRA_PARTITIONABLE_DEVICES => gates.dra_partitionable = on,
                 DRA_CONSUMABLE_CAPACITY => gates.dra_consumable_capacity = on,
+                DRA_EXTENDED_RESOURCE => gates.dra_extended_resource = on,
                 other => return Err(format!("unrecognized feature gate: {other}")),
             }
         }
@@ -128,6 +136,7 @@ impl FeatureGates {
             binding_conditions: self.dra_binding_conditions && self.dra_device_status,
             partitionable: self.dra_partitionable,
             consumable_capacity: self.dra_consumable_capacity,
+            extended_resource: self.dra_extended_resource,
         }
     }
 }

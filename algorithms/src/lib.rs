@@ -8,6 +8,7 @@
 pub mod budgets;
 pub mod builders;
 pub mod config;
+pub mod device_asks;
 pub mod dra;
 pub mod events;
 pub mod extender_config;

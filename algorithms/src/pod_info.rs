@@ -209,6 +209,12 @@ pub struct PodInfo {
     /// `spec.resourceClaims`, with the claims created from templates resolved through
     /// `status.resourceClaimStatuses`.
     pub resource_claims: Vec<PodResourceClaim>,
+    /// Containers requesting resources a DeviceClass may serve (extended resources backed
+    /// by DRA); empty when none does.
+    pub device_asks: Vec<crate::device_asks::ContainerAsk>,
+    /// `status.extendedResourceClaimStatus.resourceClaimName`: the claim the scheduler
+    /// made for those requests.
+    pub extended_claim: Option<String>,
 }
 
 /// The parts of a pod condition a scheduler compares before rewriting it.
@@ -352,6 +358,12 @@ impl PodInfo {
         }
         info.volumes = crate::volumes::PodVolumes::from_spec(&info.namespace, &info.name, &info.uid, spec);
         info.resource_claims = resource_claims(pod);
+        info.device_asks = crate::device_asks::container_asks(spec);
+        info.extended_claim = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.extended_resource_claim_status.as_ref())
+            .map(|s| s.resource_claim_name.clone());
         info.labels = labels;
         info.required_features = crate::node_features::required_by(spec);
         (info.signature, info.signature_key) = signature(spec);

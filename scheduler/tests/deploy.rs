@@ -149,6 +149,8 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
         ("scheduling.x-k8s.io", "podgroups/status", "patch"),
         ("resource.k8s.io", "resourceclaims", "watch"),
         ("resource.k8s.io", "resourceclaims", "patch"),
+        ("resource.k8s.io", "resourceclaims", "create"),
+        ("resource.k8s.io", "resourceclaims", "delete"),
         ("resource.k8s.io", "resourceclaims/status", "patch"),
         ("resource.k8s.io", "resourceslices", "watch"),
         ("resource.k8s.io", "deviceclasses", "watch"),
@@ -156,10 +158,12 @@ fn rbac_grants_exactly_what_the_scheduler_uses() {
         assert!(has(g, res, verb), "missing {verb} on {g}/{res}: {rules:?}");
     }
     assert!(!rules.iter().any(|(_, _, v)| v.iter().any(|x| x == "*")), "over-broad rule: {rules:?}");
-    // Only preemption deletes, and only pods.
+    // Only preemption deletes pods, and DynamicResources the claims it made for pods'
+    // extended resources; nothing else is deleted.
+    let deletes = |g: &str, r: &str| (g.is_empty() && r == "pods") || (g == "resource.k8s.io" && r == "resourceclaims");
     assert!(
-        !rules.iter().any(|(g, r, v)| v.iter().any(|x| x == "delete") && !(g.is_empty() && r == "pods")),
-        "delete beyond pods: {rules:?}"
+        !rules.iter().any(|(g, r, v)| v.iter().any(|x| x == "delete") && !deletes(g, r)),
+        "delete beyond pods and resource claims: {rules:?}"
     );
 }
 

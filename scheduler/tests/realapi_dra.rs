@@ -16,21 +16,13 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use realapi::{Ours, plane, pod_scheduled};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use realapi::dra::{NS, create, pod_named, start_side, wait_message};
+use realapi::{Ours, plane};
 use serde_json::json;
 use testing::api::{self, node_of, wait_for};
 
-const NS: &str = "default";
 const DRIVER: &str = "gpu.example.com";
-
-async fn create<K>(api: Api<K>, v: serde_json::Value) -> K
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
-{
-    let obj: K = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap()
-}
 
 /// Nodes n-a (two GPUs, one "big"), n-b (one GPU) and n-c (none); the class, a template
 /// asking for one GPU, and a shared claim by name.
@@ -97,19 +89,6 @@ fn allocation(c: &ResourceClaim) -> Option<(Vec<String>, Vec<String>)> {
 
 async fn claims(client: &Client) -> Vec<ResourceClaim> {
     Api::<ResourceClaim>::namespaced(client.clone(), NS).list(&Default::default()).await.unwrap().items
-}
-
-async fn pod_named(client: &Client, name: &str) -> Pod {
-    Api::<Pod>::namespaced(client.clone(), NS).get(name).await.unwrap()
-}
-
-async fn wait_message(client: &Client, name: &str) -> String {
-    wait_for(&format!("{name} to be reported unschedulable"), Duration::from_secs(30), || async {
-        let p = pod_named(client, name).await;
-        let (status, reason, message) = pod_scheduled(&p)?;
-        (status == "False" && reason.as_deref() == Some("Unschedulable")).then_some(message).flatten()
-    })
-    .await
 }
 
 /// What one scheduler did with the scenario.
@@ -278,19 +257,6 @@ async fn claims_are_allocated_as_kube_scheduler_allocates_them() {
     );
     assert!(ours.stale_reallocated);
     assert_eq!(ours, kube, "ours against kube-scheduler v1.36.2");
-}
-
-/// kube-controller-manager and the scheduler named (ours, or kube-scheduler v1.36.2 as
-/// `default-scheduler`), running until the value is dropped.
-fn start_side(p: &realapi::Plane, scheduler: &str) -> (testing::Process, Box<dyn std::any::Any>) {
-    let kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
-    let running: Box<dyn std::any::Any> = if scheduler == "custom-scheduler" {
-        Box::new(Ours::start(&p.plane, "custom-scheduler", None, &[]))
-    } else {
-        let config = json!({"profiles": [{"schedulerName": "default-scheduler"}]});
-        Box::new(testing::start_kube_scheduler(&p.plane, "kube-scheduler", config).unwrap())
-    };
-    (kcm, running)
 }
 
 /// A node whose one GPU carries a NoSchedule taint: a pod whose claim does not tolerate

@@ -458,3 +458,23 @@ fn tainted_devices_go_to_tolerating_claims_only() {
     let untolerated = run_phased(vec![default_profile("custom-scheduler")], parsed, init, &opts);
     assert_eq!(untolerated.scheduled, 0);
 }
+
+/// The extended-resource case at 20 nodes of 10 devices (150 initial, 150 measured pods,
+/// each asking for one `example.com/gpu-N` no node advertises): every placed pod holds a
+/// claim the scheduler made with one device, never a device twice; the pods beyond the
+/// 200 devices wait on `cannot allocate all claims`.
+#[test]
+fn extended_resources_are_served_by_claims_the_scheduler_makes() {
+    let name = scheduler::synthetic::workloads::EXTENDED;
+    let report = simulate_sized(name, 20, 150);
+    assert_eq!((report.scheduled, report.unschedulable), (50, 100));
+    assert_eq!(report.resource_claims.len(), 200, "one claim per placed pod");
+    let mut devices = std::collections::BTreeSet::new();
+    for (key, claim) in &report.resource_claims {
+        assert!(key.contains("-extended-resources-"), "{key}");
+        assert_eq!((claim.devices.len(), claim.reserved_for.len()), (1, 1), "{key}: {claim:?}");
+        assert!(devices.insert(claim.devices[0].clone()), "{key}: a device given twice");
+    }
+    let message = report.failures.values().next().expect("a waiting pod");
+    assert!(message.contains("cannot allocate all claims"), "{message}");
+}

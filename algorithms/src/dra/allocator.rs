@@ -44,6 +44,9 @@ pub struct Features {
     /// their capacity lasts, and requests may ask for capacity (else such devices are
     /// allocated whole, once, and capacity requests are an error).
     pub consumable_capacity: bool,
+    /// `DRAExtendedResource`: extended-resource requests a node does not advertise are
+    /// met by devices of the DeviceClass serving that resource.
+    pub extended_resource: bool,
 }
 
 impl Default for Features {
@@ -55,6 +58,7 @@ impl Default for Features {
             binding_conditions: true,
             partitionable: true,
             consumable_capacity: true,
+            extended_resource: true,
         }
     }
 }

@@ -5,6 +5,7 @@
 mod allocator;
 mod capacity;
 mod cel_env;
+pub mod extended;
 mod objects;
 mod pools;
 mod results;

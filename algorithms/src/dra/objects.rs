@@ -371,6 +371,11 @@ pub struct DeviceClass {
     pub selectors: Vec<String>,
     /// Its opaque configuration, copied into allocations.
     pub config: Vec<api::DeviceClassConfiguration>,
+    /// `spec.extendedResourceName`: the extended resource its devices serve.
+    pub extended_resource_name: Option<String>,
+    /// Creation time in nanoseconds since the epoch (0 when unset): of two classes
+    /// serving one extended resource, the newer wins.
+    pub created_nanos: i128,
 }
 
 impl DeviceClass {
@@ -380,6 +385,8 @@ impl DeviceClass {
         Ok(DeviceClass {
             selectors: selectors(c.spec.selectors.as_deref()),
             config: c.spec.config.clone().unwrap_or_default(),
+            extended_resource_name: c.spec.extended_resource_name.clone().filter(|n| !n.is_empty()),
+            created_nanos: c.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_nanosecond()),
             name,
         })
     }

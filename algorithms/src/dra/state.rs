@@ -157,6 +157,9 @@ pub struct DraState {
     pool_held: HashMap<u32, u32>,
     next_version: u64,
     generation: u64,
+    classes_version: u64,
+    /// Pods' extended resource claims (as the API shows them), by the pod's UID.
+    special: HashMap<Key, Key>,
     /// What each node reaches, shared by every copy of the state (entries carry the
     /// slice version they were computed at).
     reach: Arc<ReachCache>,
@@ -274,6 +277,16 @@ impl DraState {
         self.classes.get(name)
     }
 
+    /// Every DeviceClass.
+    pub fn classes(&self) -> impl Iterator<Item = &Arc<DeviceClass>> {
+        self.classes.values()
+    }
+
+    /// A number that changes whenever any DeviceClass does.
+    pub fn classes_version(&self) -> u64 {
+        self.classes_version
+    }
+
     /// A ResourceClaimTemplate by `namespace/name`.
     pub fn template(&self, key: &str) -> Option<&Arc<api::ResourceClaimTemplate>> {
         self.templates.get(key)
@@ -387,9 +400,17 @@ impl DraState {
         if self.assumed.get(&key).is_some_and(|a| a.written.is_some_and(|w| version >= w)) {
             self.assumed.remove(&key);
         }
+        if let Some(uid) = special_owner(&claim) {
+            self.special.insert(uid.into(), key.clone());
+        }
         let old = self.claims.insert(key.clone(), Arc::new(claim));
         self.swap_effective(&key, before);
         old
+    }
+
+    /// The extended resource claim the API shows for a pod (by UID).
+    pub fn special_claim(&self, pod_uid: &str) -> Option<&Arc<Claim>> {
+        self.special.get(pod_uid).and_then(|k| self.claims.get(k))
     }
 
     /// Removes a claim (and any assumption about it).
@@ -397,6 +418,9 @@ impl DraState {
         let before = self.claim(key).cloned();
         self.assumed.remove(key);
         let old = self.claims.remove(key);
+        if let Some(uid) = old.as_deref().and_then(special_owner) {
+            self.special.remove(uid);
+        }
         self.swap_effective(key, before);
         old
     }
@@ -527,12 +551,14 @@ impl DraState {
     /// Adds or replaces a DeviceClass.
     pub fn upsert_class(&mut self, class: DeviceClass) -> Option<Arc<DeviceClass>> {
         self.generation += 1;
+        self.classes_version += 1;
         self.classes.insert(class.name.as_str().into(), Arc::new(class))
     }
 
     /// Removes a DeviceClass.
     pub fn remove_class(&mut self, name: &str) -> Option<Arc<DeviceClass>> {
         self.generation += 1;
+        self.classes_version += 1;
         self.classes.remove(name)
     }
 
@@ -552,6 +578,13 @@ impl DraState {
         self.generation += 1;
         self.templates.remove(key)
     }
+}
+
+/// The UID of the pod a claim is the extended resource claim of.
+fn special_owner(claim: &Claim) -> Option<&str> {
+    let annotated = claim.api.metadata.annotations.as_ref().and_then(|a| a.get(super::extended::ANNOTATION));
+    let (kind, _, uid) = claim.owner.as_ref()?;
+    (annotated.is_some_and(|v| v == "true") && kind == "Pod").then_some(uid.as_str())
 }
 
 fn pool_key(driver: &str, pool: &str) -> String {

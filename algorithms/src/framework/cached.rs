@@ -57,6 +57,9 @@ struct Slot {
     raw: Vec<Vec<i64>>,
     /// The image spread the image-dependent columns were computed with.
     spread: Vec<usize>,
+    /// The DeviceClasses' version the entries were computed with: which extended
+    /// resources NodeResourcesFit leaves to DRA depends on them.
+    classes: u64,
 }
 
 impl Slot {
@@ -164,8 +167,11 @@ pub fn evaluate_cached(
     let plugins = profile.scores.len();
     let (cache, recomputed) = cache.slot(pod);
     // Statuses with details are never shared; start over before they pile up.
-    if !cache.is_for(pod) || cache.raw.len() != plugins || cache.statuses.len() > 2 * n + 64 {
+    let classes = snapshot.objects.dra.classes_version();
+    if !cache.is_for(pod) || cache.raw.len() != plugins || cache.statuses.len() > 2 * n + 64 || cache.classes != classes
+    {
         cache.reset(pod, n, plugins);
+        cache.classes = classes;
     } else if cache.generations.len() != n {
         cache.resize(n);
     }

@@ -85,6 +85,29 @@ pub enum ApiWrite {
     /// Write a ResourceClaim's allocation and `reservedFor` (adding the delete-protection
     /// finalizer first when it is missing), with its resource version as precondition.
     Claim(crate::dra::ClaimWrite),
+    /// Create a pod's extended resource claim (with the delete-protection finalizer),
+    /// then write its allocation and `reservedFor` over the version the creation made.
+    CreateClaim(crate::dra::ClaimWrite),
+    /// Delete a ResourceClaim the scheduler created (its finalizer dropped first); one
+    /// already gone is no error.
+    DeleteClaim {
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+    },
+    /// Set a pod's `status.extendedResourceClaimStatus`: its extended resource claim and
+    /// which request serves each container's resource.
+    PodExtendedClaim {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        pod: String,
+        /// The claim's name.
+        claim: String,
+        /// The containers' mappings to the claim's requests.
+        mappings: Vec<crate::dra::extended::Mapping>,
+    },
     /// Take a pod out of a ResourceClaim's `reservedFor` (DynamicResources' Unreserve,
     /// after a binding cycle that wrote the reservation failed), without precondition.
     ReleaseClaim {

@@ -87,7 +87,13 @@ pub struct NodeResourcesFit {
     strategy: Strategy,
     resources: Vec<ResourceSpec>,
     weights: Vec<i64>,
+    /// `DRAExtendedResource`: requests of resources a DeviceClass serves are left to
+    /// DynamicResources on nodes that do not advertise them.
+    dra_extended: bool,
 }
+
+/// The pod's requests that DynamicResources meets on nodes not advertising them.
+struct Deferred(Vec<String>);
 
 impl Default for NodeResourcesFit {
     fn default() -> Self {
@@ -97,6 +103,7 @@ impl Default for NodeResourcesFit {
             strategy: Strategy::Least,
             resources: default_resources(),
             weights: vec![1, 1],
+            dra_extended: true,
         }
     }
 }
@@ -145,7 +152,14 @@ impl NodeResourcesFit {
             strategy,
             weights: resources.iter().map(|r| r.weight).collect(),
             resources,
+            dra_extended: true,
         })
+    }
+
+    /// The plugin with `DRAExtendedResource` on or off.
+    pub fn with_dra_extended(mut self, on: bool) -> Self {
+        self.dra_extended = on;
+        self
     }
 
     fn ignored(&self, name: &str) -> bool {
@@ -216,11 +230,17 @@ impl FilterPlugin for NodeResourcesFit {
         true
     }
 
-    fn pre_filter(&self, _: &PodInfo, _: &Snapshot) -> PreFilterOutcome {
-        PreFilterOutcome::run(PluginState::none())
+    fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
+        if !self.dra_extended || pod.device_asks.is_empty() {
+            return PreFilterOutcome::run(PluginState::none());
+        }
+        let dra = &snapshot.objects.dra;
+        let served = crate::dra::extended::served(&pod.device_asks, dra);
+        PreFilterOutcome::run(PluginState::new(Deferred(served.into_iter().map(|(n, _)| n).collect())))
     }
 
-    fn filter(&self, _: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let deferred = state.get::<Deferred>().map_or(&[][..], |d| &d.0[..]);
         let req = &pod.requests.requests;
         let mut short: Vec<Shortfall> = Vec::new();
         let pods = node.pods.len() as i64;
@@ -238,6 +258,10 @@ impl FilterPlugin for NodeResourcesFit {
             short.extend(shortfall(EPHEMERAL_STORAGE, req.ephemeral_storage, a.ephemeral_storage, u.ephemeral_storage));
             for (name, want) in &req.scalar {
                 if *want == 0 || self.ignored(name) {
+                    continue;
+                }
+                if a.get(name) == 0 && deferred.iter().any(|d| d == name) {
+                    // No device plugin advertises it here: DynamicResources allocates it.
                     continue;
                 }
                 short.extend(shortfall(name, *want, a.get(name), u.get(name)));
@@ -261,6 +285,10 @@ impl FilterPlugin for NodeResourcesFit {
         }
         match event {
             ClusterEvent::PodDeleted(_) => QueueingHint::Queue,
+            ClusterEvent::Storage(e) if e.kind == crate::events::StorageKind::DeviceClass => {
+                // A class may now serve what the pod asks for.
+                QueueingHint::from_bool(self.dra_extended && !pod.device_asks.is_empty())
+            }
             ClusterEvent::PodUpdated { old, new } if old.node_name.is_some() => {
                 QueueingHint::from_bool(frees_what_pod_asks(&old.requests.requests, &new.requests.requests, pod))
             }

@@ -175,7 +175,9 @@ pub fn build(name: &str, args: Option<&serde_json::Value>, gates: FeatureGates) 
         node_ports::NAME => Built::filter(NodePorts),
         taint_toleration::NAME => both(TaintToleration),
         node_affinity::NAME => both(NodeAffinity::new(&parse(name, args)?)),
-        node_resources_fit::NAME => both(NodeResourcesFit::new(&parse(name, args)?)?),
+        node_resources_fit::NAME => {
+            both(NodeResourcesFit::new(&parse(name, args)?)?.with_dra_extended(gates.dra_extended_resource))
+        }
         pod_topology_spread::NAME => both(PodTopologySpread::new(&parse(name, args)?)?),
         inter_pod_affinity::NAME => both(InterPodAffinity::new(&parse(name, args)?)?),
         balanced_allocation::NAME => Built::score(BalancedAllocation::new(&parse(name, args)?)?),

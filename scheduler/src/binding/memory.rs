@@ -89,6 +89,13 @@ impl<'a> MemoryHost<'a> {
         if let ApiWrite::ReleaseClaim { namespace, name, claim_uid, pod_uid } = write {
             return self.release_claim(&format!("{namespace}/{name}"), claim_uid, pod_uid);
         }
+        match write {
+            ApiWrite::CreateClaim(w) => return self.create_claim(w),
+            ApiWrite::DeleteClaim { namespace, name } => return self.delete_claim(&format!("{namespace}/{name}")),
+            // The pod's status is not kept here: its claim is found by owner and annotation.
+            ApiWrite::PodExtendedClaim { .. } => return Ok(self.api.next_version().parse().unwrap_or(0)),
+            _ => {}
+        }
         let mut engine = self.lock();
         let version = self.api.next_version();
         let labels = |node: &str| engine.cache.node(node).map(|n| n.labels.clone());
@@ -103,8 +110,12 @@ impl<'a> MemoryHost<'a> {
                 }
                 (c, v, version.clone())
             }
-            ApiWrite::Claim(_) | ApiWrite::ReleaseClaim { .. } => {
-                return Err("a claim write reached the volume path".into());
+            ApiWrite::Claim(_)
+            | ApiWrite::ReleaseClaim { .. }
+            | ApiWrite::CreateClaim(_)
+            | ApiWrite::DeleteClaim { .. }
+            | ApiWrite::PodExtendedClaim { .. } => {
+                return Err("a DRA write reached the volume path".into());
             }
             ApiWrite::SelectNode { claim, node } => {
                 let Some(labels) = labels(node) else {
@@ -198,6 +209,39 @@ fn report_binding_conditions(object: &mut k8s_openapi::api::resource::v1::Resour
 }
 
 impl MemoryHost<'_> {
+    /// Creates a pod's extended resource claim with its allocation and consumer, as the
+    /// creation and the status write do (refused when the name is taken).
+    fn create_claim(&self, w: &ClaimWrite) -> Result<u64, String> {
+        let mut engine = self.lock();
+        let key = w.claim.key();
+        if engine.cache.objects().dra.api_claim(&key).is_some() {
+            return Err(format!(
+                "create claim for extended resources {key}: resourceclaims \"{}\" already exists",
+                w.claim.name
+            ));
+        }
+        let version = self.api.next_version();
+        let mut object = (*w.claim.api).clone();
+        object.metadata.resource_version = Some(version.clone());
+        object.metadata.uid = Some(format!("uid-{}", key.replace('/', "-")));
+        report_binding_conditions(&mut object);
+        engine.cache.objects_mut().dra.upsert_claim(algorithms::dra::Claim::from_api(&object)?);
+        let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Add, key };
+        engine.on_event(ClusterEvent::Storage(event), self.clock);
+        Ok(version.parse().unwrap_or(0))
+    }
+
+    /// Deletes a claim (one already gone is no error).
+    fn delete_claim(&self, key: &str) -> Result<u64, String> {
+        let mut engine = self.lock();
+        if engine.cache.objects_mut().dra.remove_claim(key).is_some() {
+            let event =
+                StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Delete, key: key.into() };
+            engine.on_event(ClusterEvent::Storage(event), self.clock);
+        }
+        Ok(self.api.next_version().parse().unwrap_or(0))
+    }
+
     /// Takes a pod out of a claim's `reservedFor`, as the strategic-merge patch does (a
     /// claim of another UID, or without the pod, is left as it is).
     fn release_claim(&self, key: &str, claim_uid: &str, pod_uid: &str) -> Result<u64, String> {

@@ -87,6 +87,13 @@ impl ClusterApi for ApiHost {
                 Ok(version(pvc.metadata.resource_version.as_deref().unwrap_or_default()))
             }
             ApiWrite::Claim(w) => write_claim(&self.client, w).await,
+            ApiWrite::CreateClaim(w) => super::extended_claims::create(&self.client, w).await,
+            ApiWrite::DeleteClaim { namespace, name } => {
+                super::extended_claims::delete(&self.client, namespace, name).await
+            }
+            ApiWrite::PodExtendedClaim { namespace, pod, claim, mappings } => {
+                super::extended_claims::record(&self.client, namespace, pod, claim, mappings).await
+            }
             ApiWrite::ReleaseClaim { namespace, name, claim_uid, pod_uid } => {
                 // kube-scheduler's Unreserve patch: the entry of the pod goes, whatever
                 // else changed in the claim meanwhile.
@@ -119,7 +126,7 @@ impl ClusterApi for ApiHost {
 /// Writes a claim as DynamicResources' PreBind does: the delete-protection finalizer
 /// first when it is missing, then `status.allocation` and `status.reservedFor`, each with
 /// the resource version it was made over as precondition (a conflict fails the write).
-async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
+pub(super) async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
     let claim = &w.claim;
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &claim.namespace);
     let params = PatchParams::default();

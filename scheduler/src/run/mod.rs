@@ -16,6 +16,7 @@
 pub mod binder;
 pub mod budgets;
 pub mod events;
+mod extended_claims;
 pub mod informer;
 pub mod leader;
 pub mod metrics;

@@ -31,7 +31,12 @@ impl Steady {
     /// Deletes the bound pod `pod` and the claims it owns, then creates the next pod.
     pub(super) fn bound(&mut self, engine: &mut Engine, pod: &PodInfo, clock: Instant) {
         engine.remove_pod(&pod.key(), clock);
-        for name in pod.resource_claims.iter().filter_map(|c| c.claim.as_deref()) {
+        // The garbage collector deletes the claims the pod owns: those made from its
+        // templates and its extended resource claim.
+        let uid = algorithms::plugins::dynamic_resources::pod_uid(pod);
+        let special = engine.cache.objects().dra.special_claim(&uid).map(|c| c.name.clone());
+        let own = pod.resource_claims.iter().filter(|c| c.from_template).filter_map(|c| c.claim.clone());
+        for name in own.chain(special) {
             let key = format!("{}/{name}", pod.namespace);
             if engine.cache.objects_mut().dra.remove_claim(&key).is_some() {
                 let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Delete, key };

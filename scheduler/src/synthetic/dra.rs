@@ -103,6 +103,38 @@ pub fn world<'a>(
     st
 }
 
+/// The classes of scheduler_perf's extended-resource workloads: `test-class-N` selecting
+/// the test driver's devices and serving `example.com/gpu-N`.
+pub fn extended_class(i: usize) -> api::DeviceClass {
+    let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": format!("{CLASS}-{i}")},
+        "spec": {"extendedResourceName": extended_resource(i),
+            "selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}});
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+/// The extended resource the class `test-class-N` serves.
+pub fn extended_resource(i: usize) -> String {
+    format!("example.com/gpu-{i}")
+}
+
+/// The world of the extended-resource workloads: the test driver's slices on `nodes`
+/// nodes and `classes` classes serving `example.com/gpu-N` (no claims: the scheduler
+/// makes them).
+pub fn extended_world(nodes: usize, devices: usize, classes: usize) -> DraState {
+    let mut st = DraState::default();
+    for i in 0..classes {
+        if let Ok(c) = dra::DeviceClass::from_api(&extended_class(i)) {
+            st.upsert_class(c);
+        }
+    }
+    for i in 0..nodes {
+        if let Ok(s) = dra::Slice::from_api(&slice(&format!("node-{i}"), devices, false)) {
+            st.upsert_slice(s);
+        }
+    }
+    st
+}
+
 /// Adds `count` standalone claims in `namespace` (`claim-N`, one device each), already
 /// allocated without a pod as scheduler_perf's `allocResourceClaims` does: each on a
 /// scattered node that still has a free device, so that the cluster starts partly used.

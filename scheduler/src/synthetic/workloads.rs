@@ -59,7 +59,14 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SteadyStateClusterResourceClaimTemplate/full", 500, 0, 5000),
     ("SteadyStateClusterResourceClaimTemplatePartitionable", 100, 0, 4000),
     ("SteadyStateClusterResourceClaimTemplateConsumableCapacity", 100, 0, 4000),
+    ("ExtendedResource_25Classes", 500, 2500, 2500),
 ];
+
+/// The extended-resource workload (scheduler_perf's `ExtendedResource_25Classes`,
+/// 5000pods_500nodes): 25 classes serving `example.com/gpu-N`, nodes advertising none of
+/// them, pod `i` asking for one `example.com/gpu-(i mod 25)` in its container.
+pub const EXTENDED: &str = "ExtendedResource_25Classes";
+const EXTENDED_CLASSES: usize = 25;
 
 /// The consumable-capacity steady-state workload (scheduler_perf's 2000pods_100nodes):
 /// pools of two shared 80Gi devices reachable from every node, pods asking 10Gi twice.
@@ -208,6 +215,7 @@ pub fn generate(
         || partitionable
         || consumable;
     let packing = canonical == "SchedulingGpuPacking";
+    let extended = canonical == EXTENDED;
     w.cluster.nodes = (0..n)
         .map(|i| {
             if (gpu && i % 5 == 0) || (packing && i % 10 == 0) {
@@ -244,6 +252,7 @@ pub fn generate(
             "SchedulingGpuPacking" if i >= m / 2 => {
                 p.req_list(&[(GPU, "8")]).toleration(GPU, "Exists", "", "NoSchedule")
             }
+            _ if extended => p.device(&super::dra::extended_resource(i % EXTENDED_CLASSES), "1"),
             // Each pod asks for one device through a claim made from the template.
             _ if claims => {
                 let name = format!("{prefix}-{i}");
@@ -280,6 +289,9 @@ pub fn generate(
         }
         let used = steady_used(canonical, n).unwrap_or(0);
         super::dra::allocate_standalone(&mut w.dra, n, DRA_DEVICES_PER_NODE, "init", used);
+    }
+    if extended {
+        w.dra = super::dra::extended_world(n, DRA_DEVICES_PER_NODE, EXTENDED_CLASSES);
     }
     for i in 0..init {
         on_init(with_created(make("init", i), i));

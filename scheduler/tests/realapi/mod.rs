@@ -2,6 +2,8 @@
 //! `custom-scheduler` started as a process, its metrics read over HTTP.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod dra;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::resource::v1 as api;
 
 use super::{DynamicResources, NAME, pod_uid};
+use crate::dra::extended::{self, Mapping};
 use crate::dra::{Claim, ClaimWrite, FINALIZER};
 use crate::framework::{ApiWrite, PreBindPlugin, Progress, ReservePlugin, Reserved};
 use crate::node_info::NodeInfo;
@@ -23,6 +24,26 @@ use crate::status::Status;
 pub struct Reservation {
     /// The claims written in PreBind, in the pod's order.
     pub writes: Vec<ClaimWrite>,
+    /// The pod's extended resource claim, created after them.
+    pub special: Option<SpecialClaim>,
+}
+
+/// The extended resource claim Reserve made for a pod.
+#[derive(Debug, Clone)]
+pub struct SpecialClaim {
+    /// The claim as created (allocated, the pod in `reservedFor`).
+    pub write: ClaimWrite,
+    /// The pod's name.
+    pub pod: String,
+    /// The containers' mappings to its requests, for the pod's status.
+    pub mappings: Vec<Mapping>,
+}
+
+impl Reservation {
+    /// Every claim Reserve assumed, the extended resource claim last.
+    fn claims(&self) -> impl Iterator<Item = &ClaimWrite> {
+        self.writes.iter().chain(self.special.as_ref().map(|s| &s.write))
+    }
 }
 
 /// The claim as PreBind writes it: allocated (with the finalizer) when Reserve allocated
@@ -65,7 +86,7 @@ impl ReservePlugin for DynamicResources {
         pod: &PodInfo,
         node: &NodeInfo,
     ) -> Result<Option<Reserved>, Status> {
-        if pod.resource_claims.is_empty() {
+        if !super::may_need_devices(pod) {
             return Ok(None);
         }
         let shared = Arc::new(objects.clone());
@@ -73,7 +94,7 @@ impl ReservePlugin for DynamicResources {
         if !Self::available(&state, node) {
             return Err(Status::error(super::NOT_AVAILABLE));
         }
-        let allocations = self.allocate(&state, node).map_err(|s| Status::error(s.message()))?;
+        let (allocations, batch) = self.allocate(&state, pod, node).map_err(|s| Status::error(s.message()))?;
         let mut allocations = allocations.into_iter();
         let uid = pod_uid(pod);
         let mut reservation = Reservation::default();
@@ -87,10 +108,18 @@ impl ReservePlugin for DynamicResources {
             };
             reservation.writes.push(assumed(&claim, allocation, pod, self.features.binding_conditions));
         }
-        if reservation.writes.is_empty() {
+        if let Some((requests, mappings)) = batch.as_ref().and_then(|b| b.special.as_ref()) {
+            let allocation = allocations.next().ok_or_else(|| Status::error("claim allocation not found for node"))?;
+            let object =
+                extended::claim_object(&pod.namespace, &pod.name, &uid, &extended::claim_name(&pod.name), requests);
+            let claim = Arc::new(Claim::from_api(&object).map_err(Status::error)?);
+            let write = assumed(&claim, Some(allocation), pod, self.features.binding_conditions);
+            reservation.special = Some(SpecialClaim { write, pod: pod.name.clone(), mappings: mappings.clone() });
+        }
+        if reservation.writes.is_empty() && reservation.special.is_none() {
             return Ok(None);
         }
-        for w in &reservation.writes {
+        for w in reservation.claims() {
             objects.dra.assume(w.claim.clone());
         }
         Ok(Some(Arc::new(reservation)))
@@ -98,7 +127,8 @@ impl ReservePlugin for DynamicResources {
 
     fn unreserve(&self, objects: &mut ClusterObjects, _key: &str, reserved: &Reserved) {
         if let Some(r) = reserved.downcast_ref::<Reservation>() {
-            for w in r.writes.iter().rev() {
+            let claims: Vec<&ClaimWrite> = r.claims().collect();
+            for w in claims.into_iter().rev() {
                 objects.dra.restore(&w.claim);
             }
         }
@@ -112,7 +142,17 @@ impl PreBindPlugin for DynamicResources {
 
     fn pre_bind(&self, reserved: &Reserved, _node: &str) -> Vec<ApiWrite> {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return Vec::new() };
-        r.writes.iter().map(|w| ApiWrite::Claim(w.clone())).collect()
+        let mut writes: Vec<ApiWrite> = r.writes.iter().map(|w| ApiWrite::Claim(w.clone())).collect();
+        if let Some(s) = &r.special {
+            writes.push(ApiWrite::CreateClaim(s.write.clone()));
+            writes.push(ApiWrite::PodExtendedClaim {
+                namespace: s.write.claim.namespace.clone(),
+                pod: s.pod.clone(),
+                claim: s.write.claim.name.clone(),
+                mappings: s.mappings.clone(),
+            });
+        }
+        writes
     }
 
     /// Once the API server accepted the writes the pod may be bound, unless a device
@@ -123,7 +163,7 @@ impl PreBindPlugin for DynamicResources {
         if !self.features.binding_conditions {
             return Progress::Done;
         }
-        for w in &r.writes {
+        for w in r.claims() {
             if !super::binding::has_binding_conditions(&w.claim.api) {
                 continue;
             }
@@ -142,11 +182,13 @@ impl PreBindPlugin for DynamicResources {
     }
 
     /// kube-scheduler's Unreserve: the pod leaves the `reservedFor` of each claim whose
-    /// write landed (the allocation stays, as kube-scheduler leaves it).
+    /// write landed (the allocation stays, as kube-scheduler leaves it), and its extended
+    /// resource claim, once created, is deleted.
     fn undo(&self, reserved: &Reserved, pod: &PodInfo, landed: usize) -> Vec<ApiWrite> {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return Vec::new() };
         let uid = pod_uid(pod);
-        r.writes
+        let mut undo: Vec<ApiWrite> = r
+            .writes
             .iter()
             .take(landed)
             .map(|w| ApiWrite::ReleaseClaim {
@@ -155,13 +197,20 @@ impl PreBindPlugin for DynamicResources {
                 claim_uid: w.claim.uid.clone(),
                 pod_uid: uid.clone(),
             })
-            .collect()
+            .collect();
+        if let Some(s) = r.special.as_ref().filter(|_| landed > r.writes.len()) {
+            undo.push(ApiWrite::DeleteClaim {
+                namespace: s.write.claim.namespace.clone(),
+                name: s.write.claim.name.clone(),
+            });
+        }
+        undo
     }
 
     /// Each written claim stays assumed until the watch shows the version its write made.
     fn written(&self, objects: &mut ClusterObjects, reserved: &Reserved, versions: &[u64]) {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return };
-        for (w, version) in r.writes.iter().zip(versions) {
+        for (w, version) in r.claims().zip(versions) {
             objects.dra.written(&w.claim, *version);
         }
     }

@@ -11,6 +11,7 @@
 
 mod binding;
 mod claims;
+mod extended;
 mod lifecycle;
 mod post_filter;
 #[cfg(test)]
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use claims::{check_classes, owned_by, pod_claims, pod_uid};
+pub use extended::{Batch, DELETED, Extended, STALE};
 pub use lifecycle::Reservation;
 
 use crate::dra::{self, Claim, Features, Outcome};
@@ -115,19 +117,45 @@ pub struct ClaimState {
     /// An allocated claim whose binding conditions failed or timed out: the pod cannot
     /// use it on any node until PostFilter deallocates it.
     pub stuck: bool,
-    /// Filter's answers by the devices a node reaches: nodes reaching the same devices
-    /// (network-attached pools) get the same answer, searched once.
-    fits: std::sync::Mutex<rustc_hash::FxHashMap<usize, (Arc<dra::NodeDevices>, Result<(), Status>)>>,
+    /// The pod's extended resources that DeviceClasses serve (`DRAExtendedResource`).
+    pub extended: Option<Extended>,
+    /// Filter's answers by the devices a node reaches and the resources it leaves to
+    /// DRA: nodes reaching the same devices (network-attached pools) get the same
+    /// answer, searched once.
+    fits: std::sync::Mutex<FitsMemo>,
+}
+
+/// Filter's memo: by the address of the devices reached and the extended-resource mask,
+/// the devices (kept alive so that their address names them) and the answer.
+type FitsMemo = rustc_hash::FxHashMap<(usize, u64), (Arc<dra::NodeDevices>, Result<(), Status>)>;
+
+/// Whether DynamicResources has anything to do for a pod: claims, or containers asking
+/// for resources a DeviceClass may serve.
+pub fn may_need_devices(pod: &PodInfo) -> bool {
+    !pod.resource_claims.is_empty() || !pod.device_asks.is_empty()
+}
+
+impl ClaimState {
+    /// The batch a node allocates: `None` for the pod's own unallocated claims alone.
+    fn batch(&self, plugin: &DynamicResources, pod: &PodInfo, node: &NodeInfo) -> (u64, Option<Arc<Batch>>) {
+        let Some(x) = &self.extended else { return (0, None) };
+        let mask = x.mask(node);
+        if mask == 0 {
+            return (0, None);
+        }
+        (mask, Some(x.batch(mask, &self.to_allocate, pod, &self.objects.dra, plugin)))
+    }
 }
 
 impl DynamicResources {
     /// PreFilter's work against a set of cluster objects: `Ok(None)` for a pod without claims.
     pub fn resolve(&self, pod: &PodInfo, objects: &Arc<ClusterObjects>) -> Result<Option<ClaimState>, Status> {
-        if pod.resource_claims.is_empty() {
+        if !may_need_devices(pod) {
             return Ok(None);
         }
         let claims = pod_claims(pod, &objects.dra).map_err(Status::unresolvable)?;
-        if claims.is_empty() {
+        let extended = Extended::find(pod, &objects.dra, self.features);
+        if claims.is_empty() && extended.is_none() {
             return Ok(None);
         }
         let mut state = ClaimState {
@@ -136,6 +164,7 @@ impl DynamicResources {
             to_allocate: Vec::new(),
             plan: Err(String::new()),
             stuck: false,
+            extended,
             fits: Default::default(),
         };
         let now = binding::now();
@@ -158,29 +187,45 @@ impl DynamicResources {
         Ok(Some(state))
     }
 
-    /// Runs the allocator for the state's unallocated claims on a node.
+    /// Runs the allocator for the state's unallocated claims on a node (the pod's
+    /// extended resource claim for that node last, when it needs one).
     pub fn allocate(
         &self,
         state: &ClaimState,
+        pod: &PodInfo,
         node: &NodeInfo,
-    ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
-        self.run(state, node, true)
+    ) -> Result<(Vec<k8s_openapi::api::resource::v1::AllocationResult>, Option<Arc<Batch>>), Status> {
+        let (_, batch) = state.batch(self, pod, node);
+        let (claims, plan) = Self::claims_of(state, batch.as_deref());
+        Ok((self.run(&state.objects, claims, plan, node, true)?, batch))
+    }
+
+    fn claims_of<'a>(
+        state: &'a ClaimState,
+        batch: Option<&'a Batch>,
+    ) -> (&'a [Arc<Claim>], &'a Result<dra::Plan, String>) {
+        match batch {
+            Some(b) => (&b.claims, &b.plan),
+            None => (&state.to_allocate, &state.plan),
+        }
     }
 
     /// Whether the claims fit on a node, searched once for all nodes reaching the same
     /// devices.
-    fn fits(&self, state: &ClaimState, node: &NodeInfo) -> Result<(), Status> {
-        if state.to_allocate.is_empty() {
+    fn fits(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> Result<(), Status> {
+        let (mask, batch) = state.batch(self, pod, node);
+        let (claims, plan) = Self::claims_of(state, batch.as_deref());
+        if claims.is_empty() {
             return Ok(());
         }
-        let plan = state.plan.as_ref().map_err(|e| Status::error(e.clone()))?;
-        let (dra, claims) = (&state.objects.dra, &state.to_allocate);
+        let dra = &state.objects.dra;
         if dra.only_node_local() {
             // Every node reaches devices of its own: nothing to share.
-            return self.run(state, node, false).map(|_| ());
+            return self.run(&state.objects, claims, plan, node, false).map(|_| ());
         }
+        let plan = plan.as_ref().map_err(|e| Status::error(e.clone()))?;
         let reach = dra::reach(dra, &node.name, &node.labels, plan);
-        let key = Arc::as_ptr(&reach) as usize;
+        let key = (Arc::as_ptr(&reach) as usize, mask);
         let lock = || state.fits.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, answer)) = lock().get(&key) {
             return answer.clone();
@@ -206,15 +251,17 @@ impl DynamicResources {
     /// The allocator on a node; without `build` only whether it fits (no results).
     fn run(
         &self,
-        state: &ClaimState,
+        objects: &ClusterObjects,
+        claims: &[Arc<Claim>],
+        plan: &Result<dra::Plan, String>,
         node: &NodeInfo,
         build: bool,
     ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
-        if state.to_allocate.is_empty() {
+        if claims.is_empty() {
             return Ok(Vec::new());
         }
-        let plan = state.plan.as_ref().map_err(|e| Status::error(e.clone()))?;
-        let (dra, claims) = (&state.objects.dra, &state.to_allocate);
+        let plan = plan.as_ref().map_err(|e| Status::error(e.clone()))?;
+        let dra = &objects.dra;
         let outcome = if build {
             dra::allocate_planned(dra, &node.name, &node.labels, claims, plan)
         } else {
@@ -227,13 +274,15 @@ impl DynamicResources {
     /// and the claims only they use deallocated.
     fn preemption_frees(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> bool {
         let lower: Vec<Arc<PodInfo>> =
-            node.pods.iter().filter(|p| p.priority < pod.priority && !p.resource_claims.is_empty()).cloned().collect();
+            node.pods.iter().filter(|p| p.priority < pod.priority && may_need_devices(p)).cloned().collect();
         if lower.is_empty() {
             return false;
         }
         let Some(after) = FilterPlugin::after_eviction(self, &state.objects, &lower) else { return false };
         let Ok(Some(freed)) = self.resolve(pod, &Arc::new(after)) else { return false };
-        self.run(&freed, node, false).is_ok()
+        let (_, batch) = freed.batch(self, pod, node);
+        let (claims, plan) = Self::claims_of(&freed, batch.as_deref());
+        self.run(&freed.objects, claims, plan, node, false).is_ok()
     }
 
     fn available(state: &ClaimState, node: &NodeInfo) -> bool {
@@ -247,7 +296,7 @@ impl FilterPlugin for DynamicResources {
     }
 
     fn pre_enqueue(&self, pod: &PodInfo, objects: &ClusterObjects) -> Option<String> {
-        if pod.resource_claims.is_empty() {
+        if !may_need_devices(pod) {
             return None;
         }
         pod_claims(pod, &objects.dra).err()
@@ -263,8 +312,11 @@ impl FilterPlugin for DynamicResources {
 
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(state) = state.get::<ClaimState>() else { return Status::success() };
+        if state.extended.as_ref().is_some_and(|x| x.stale.is_some()) {
+            return Status::unresolvable(STALE);
+        }
         let available = Self::available(state, node);
-        if let Err(status) = self.fits(state, node) {
+        if let Err(status) = self.fits(state, pod, node) {
             if status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE) && self.preemption_frees(state, pod, node) {
                 // Evicting lower-priority pods would free the devices: preemption may help.
                 return Status::unschedulable(CANNOT_ALLOCATE);
@@ -300,7 +352,10 @@ impl FilterPlugin for DynamicResources {
         let keys: Vec<String> = evicted
             .iter()
             .flat_map(|p| {
-                p.resource_claims.iter().filter_map(move |c| Some(format!("{}/{}", p.namespace, c.claim.as_ref()?)))
+                let special = objects.dra.special_claim(&pod_uid(p)).map(|c| &c.name);
+                let claims = p.resource_claims.iter().filter_map(|c| c.claim.as_ref());
+                let claims = claims.chain(p.extended_claim.as_ref().or(special));
+                claims.map(move |c| format!("{}/{c}", p.namespace))
             })
             .collect();
         if keys.is_empty() {
@@ -344,9 +399,10 @@ impl ScorePlugin for DynamicResources {
         }
     }
 
-    fn score(&self, state: &PluginState, _: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
+    fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
         let Some(state) = state.get::<ClaimState>() else { return 0 };
-        self.allocate(state, node).map(|a| rank(&state.to_allocate, &a)).unwrap_or(0)
+        // The extended resource claim comes last and has no `firstAvailable` request.
+        self.allocate(state, pod, node).map(|(a, _)| rank(&state.to_allocate, &a)).unwrap_or(0)
     }
 
     fn normalize(&self, _: &PluginState, scores: &mut [i64]) {

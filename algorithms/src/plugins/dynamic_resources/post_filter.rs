@@ -8,8 +8,8 @@ use std::sync::Arc;
 use rand::RngCore;
 
 use super::{
-    DEALLOCATED, DynamicResources, NAME, NO_CLAIMS, NOT_AVAILABLE, STATE_MISSING, STILL_NOT_SCHEDULABLE, pod_claims,
-    pod_uid,
+    DEALLOCATED, DELETED, DynamicResources, Extended, NAME, NO_CLAIMS, NOT_AVAILABLE, STATE_MISSING,
+    STILL_NOT_SCHEDULABLE, pod_claims, pod_uid,
 };
 use crate::dra::{Claim, ClaimWrite};
 use crate::framework::{ApiWrite, Evaluation, PostFilterPlugin, PostFilterResult, Profile};
@@ -37,7 +37,14 @@ impl PostFilterPlugin for DynamicResources {
             Some(_) => return PostFilterResult::Stopped(STATE_MISSING.into()),
             None => {}
         }
-        if pod.resource_claims.iter().all(|c| c.not_needed) {
+        let extended = Extended::find(pod, &snapshot.objects.dra, self.features);
+        if let Some(stale) = extended.as_ref().and_then(|x| x.stale.as_ref()) {
+            // kube-scheduler deletes the claim left from an earlier attempt, so that the
+            // next one starts anew.
+            let write = ApiWrite::DeleteClaim { namespace: stale.namespace.clone(), name: stale.name.clone() };
+            return PostFilterResult::Released { message: DELETED.into(), clear: false, writes: vec![write] };
+        }
+        if pod.resource_claims.iter().all(|c| c.not_needed) && extended.is_none() {
             return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
         }
         match deallocation(self, pod, snapshot, ev) {

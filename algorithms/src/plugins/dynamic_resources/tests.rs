@@ -477,3 +477,5 @@ fn post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go() {
     let mut snap = build(World { claims: vec![allocated(pending(req()), on_worker())], ..Default::default() });
     assert_eq!(post_filter(&plugin, &p, &mut snap, None), STILL_NOT_SCHEDULABLE);
 }
+
+mod extended;
