@@ -18,10 +18,17 @@ for w in "${workloads[@]}"; do
   echo "running $w" >&2
   rows+=$("$bin" simulate --workload "$w" --output json --seed 1 "$@" | python3 bench/workload_row.py "$w")$'\n'
 done
-# The same GPU workload with the gpu profile (DevicePacking) for comparison.
-echo "running SchedulingGpuPacking with the gpu profile" >&2
-rows+=$("$bin" simulate --workload SchedulingGpuPacking --config deploy/examples/gpu-profile.yaml --output json --seed 1 "$@" \
-  | python3 bench/workload_row.py "SchedulingGpuPacking, gpu profile")$'\n'
+# The same GPU workload with the gpu profile (DevicePacking) for comparison, and both
+# with the GPUs published in ResourceSlices (`/dra`).
+for w in SchedulingGpuPacking SchedulingGpuPacking/dra; do
+  if [ "$w" != SchedulingGpuPacking ]; then
+    echo "running $w" >&2
+    rows+=$("$bin" simulate --workload "$w" --output json --seed 1 "$@" | python3 bench/workload_row.py "$w")$'\n'
+  fi
+  echo "running $w with the gpu profile" >&2
+  rows+=$("$bin" simulate --workload "$w" --config deploy/examples/gpu-profile.yaml --output json --seed 1 "$@" \
+    | python3 bench/workload_row.py "$w, gpu profile")$'\n'
+done
 cpu=$(nproc)
 table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh${*:+ $*}\` on a ${cpu}-core machine; every node is evaluated for every pod.
 
@@ -30,12 +37,14 @@ table="Measured on $(date -u +%Y-%m-%d) with \`bench/run-workloads.sh${*:+ $*}\`
 ${rows}"
 # Gang scheduling: GangTraining with the default and the gpu profile.
 gang_rows=""
-for profile in default gpu; do
-  echo "running GangTraining with the $profile profile" >&2
-  flags=()
-  [ "$profile" = gpu ] && flags=(--config deploy/examples/gpu-profile.yaml)
-  gang_rows+=$("$bin" simulate --workload GangTraining "${flags[@]}" --output json --seed 1 "$@" \
-    | python3 bench/gang_summary.py "GangTraining, $profile profile")$'\n'
+for w in GangTraining GangTraining/dra; do
+  for profile in default gpu; do
+    echo "running $w with the $profile profile" >&2
+    flags=()
+    [ "$profile" = gpu ] && flags=(--config deploy/examples/gpu-profile.yaml)
+    gang_rows+=$("$bin" simulate --workload "$w" "${flags[@]}" --output json --seed 1 "$@" \
+      | python3 bench/gang_summary.py "$w, $profile profile")$'\n'
+  done
 done
 gang_table="| workload | nodes | jobs | jobs placed | jobs placed in part | GPUs allocated when the first job is refused | GPUs allocated at the end | pods/s | p50 ms | p99 ms | peak MiB |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|

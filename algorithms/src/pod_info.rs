@@ -426,6 +426,8 @@ fn signature(spec: &core::PodSpec) -> (u64, Arc<str>) {
         spec.volumes.iter().flatten().filter_map(|v| v.image.as_ref()).collect::<Vec<_>>(),
         spec.host_network,
         spec.host_users,
+        // The claims' templates (or shared claims) decide what DRA devices the pod asks for.
+        spec.resource_claims,
     ]);
     let text = key.to_string();
     let mut h = std::collections::hash_map::DefaultHasher::new();

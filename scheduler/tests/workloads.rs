@@ -264,39 +264,80 @@ fn churn(snap: &mut algorithms::Snapshot, placed: &mut Vec<(usize, String, Strin
 }
 
 /// GangTraining with its PodGroups: every job is placed whole or not at all, with the
-/// default and with the gpu profile.
+/// default and with the gpu profile; with the GPUs published in ResourceSlices instead
+/// of allocatable (`/dra`), the same jobs are placed, each GPU pod holding a claim of as
+/// many devices of its own node, never a device twice.
 #[test]
 fn gang_training_places_every_job_whole_or_not_at_all() {
     let text = std::fs::read_to_string("../deploy/examples/gpu-profile.yaml").unwrap();
     let gpu = scheduler::config_file::parse(&text, "gpu-profile.yaml").unwrap().build_profiles().unwrap();
     for profiles in [vec![default_profile("custom-scheduler")], gpu] {
-        let w = workload("GangTraining", Some(200), Some(300)).unwrap();
-        let sizes: std::collections::BTreeMap<String, u32> =
-            w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
-        let objects = ClusterObjects {
-            nodes: w.cluster.nodes,
-            pods: w.measured_pods,
-            namespaces: w.cluster.namespaces,
-            pod_groups: w
-                .pod_groups
-                .iter()
-                .map(|(k, min)| (k.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
-                .collect(),
-            ..Default::default()
-        };
-        let parsed = parse_cluster(&objects, "GangTraining").unwrap();
-        let opts = SimulateOptions { seed: 1, ..Default::default() };
-        let r = run_phased(profiles, parsed, Vec::new(), &opts);
-        let mut placed: std::collections::BTreeMap<String, u32> = Default::default();
-        for key in r.placements.keys().filter(|k| k.contains("/gang-")) {
-            let job = key.trim_start_matches("sched-perf/").splitn(3, '-').take(2).collect::<Vec<_>>().join("-");
-            *placed.entry(job).or_default() += 1;
+        let mut outcomes = Vec::new();
+        for name in ["GangTraining", "GangTraining/dra"] {
+            let (placed, report) = gang_run(name, profiles.clone());
+            if name.ends_with("/dra") {
+                gang_devices_are_their_own(&report);
+            }
+            outcomes.push(placed);
         }
-        assert!(!placed.is_empty() && placed.len() < sizes.len(), "{placed:?}");
-        for (job, n) in &placed {
-            assert_eq!(Some(n), sizes.get(job), "{job} placed in part");
+        assert_eq!(outcomes[0], outcomes[1], "the same jobs with GPUs from ResourceSlices");
+    }
+}
+
+/// Runs a GangTraining variant at 200 nodes and 300 pods: the pods placed per job, each
+/// job checked whole, and the report.
+fn gang_run(
+    name: &str,
+    profiles: Vec<algorithms::Profile>,
+) -> (std::collections::BTreeMap<String, u32>, SimulationReport) {
+    let w = workload(name, Some(200), Some(300)).unwrap();
+    let sizes: std::collections::BTreeMap<String, u32> =
+        w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
+    let objects = ClusterObjects {
+        nodes: w.cluster.nodes,
+        pods: w.measured_pods,
+        namespaces: w.cluster.namespaces,
+        pod_groups: w
+            .pod_groups
+            .iter()
+            .map(|(k, min)| (k.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
+            .collect(),
+        dra: w.dra,
+        ..Default::default()
+    };
+    let parsed = parse_cluster(&objects, name).unwrap();
+    let opts = SimulateOptions { seed: 1, ..Default::default() };
+    let r = run_phased(profiles, parsed, Vec::new(), &opts);
+    let mut placed: std::collections::BTreeMap<String, u32> = Default::default();
+    for key in r.placements.keys().filter(|k| k.contains("/gang-")) {
+        let job = key.trim_start_matches("sched-perf/").splitn(3, '-').take(2).collect::<Vec<_>>().join("-");
+        *placed.entry(job).or_default() += 1;
+    }
+    assert!(!placed.is_empty() && placed.len() < sizes.len(), "{name}: {placed:?}");
+    for (job, n) in &placed {
+        assert_eq!(Some(n), sizes.get(job), "{name}: {job} placed in part");
+    }
+    (placed, r)
+}
+
+/// Every placed GPU pod (`gang-J-gN-K`) holds one claim of N devices of its node; no
+/// device is held twice.
+fn gang_devices_are_their_own(r: &SimulationReport) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (key, node) in r.placements.iter().filter(|(k, _)| k.contains("/gang-")) {
+        let pod = key.trim_start_matches("sched-perf/");
+        let gpus: usize = pod.split('-').nth(2).and_then(|g| g.strip_prefix('g')).unwrap().parse().unwrap();
+        let prefix = format!("sched-perf/{pod}-extended-resources-");
+        let claims: Vec<_> = r.resource_claims.iter().filter(|(k, _)| k.starts_with(&prefix)).collect();
+        assert_eq!(claims.len(), 1, "{pod}: {claims:?}");
+        let devices = &claims[0].1.devices;
+        assert_eq!(devices.len(), gpus, "{pod}");
+        for d in devices {
+            assert_eq!(d.split('/').nth(1), Some(node.as_str()), "{pod}: {d} is not on {node}");
+            assert!(seen.insert(d.clone()), "{d} held twice");
         }
     }
+    assert!(!seen.is_empty());
 }
 
 /// SchedulingWithResourceClaimTemplate at 20 nodes of 10 devices: 150 initial pods, then
@@ -477,4 +518,23 @@ fn extended_resources_are_served_by_claims_the_scheduler_makes() {
     }
     let message = report.failures.values().next().expect("a waiting pod");
     assert!(message.contains("cannot allocate all claims"), "{message}");
+}
+
+/// SchedulingGpuPacking with its GPUs in ResourceSlices places as many pods as with the
+/// GPUs in allocatable, with the default and with the gpu profile.
+#[test]
+fn gpu_packing_places_the_same_pods_with_gpus_from_resource_slices() {
+    let text = std::fs::read_to_string("../deploy/examples/gpu-profile.yaml").unwrap();
+    let gpu = scheduler::config_file::parse(&text, "gpu-profile.yaml").unwrap().build_profiles().unwrap();
+    for profiles in [vec![default_profile("custom-scheduler")], gpu] {
+        let mut scheduled = Vec::new();
+        for name in ["SchedulingGpuPacking", "SchedulingGpuPacking/dra"] {
+            let (parsed, init) = parsed_sized(name, 200, 160);
+            let opts = SimulateOptions { seed: 1, ..Default::default() };
+            let r = run_phased(profiles.clone(), parsed, init, &opts);
+            scheduled.push((r.scheduled, r.unschedulable));
+        }
+        assert_eq!(scheduled[0], scheduled[1], "{scheduled:?}");
+        assert!(scheduled[0].1 > 0, "the workload runs out of GPUs: {scheduled:?}");
+    }
 }

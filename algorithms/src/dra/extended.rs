@@ -199,3 +199,28 @@ pub fn is_special_for(claim: &api::ResourceClaim, pod: &str, uid: &str) -> bool 
     meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION)).is_some_and(|v| v == "true")
         && meta.owner_references.iter().flatten().any(|o| o.name == pod && o.uid == uid && o.controller == Some(true))
 }
+
+/// A node's devices of a class, as scoring counts them: how many the node reaches in
+/// complete, valid pools, and how many of those claims hold (whole or shared).
+pub fn class_devices(
+    state: &DraState,
+    node: &str,
+    labels: &crate::labels::Labels,
+    class: &str,
+    partitionable: bool,
+) -> (i64, i64) {
+    let prepared = super::selectors::prepare_class(state, class);
+    let reach = super::pools::node_devices(state, node, labels, partitionable);
+    let (mut total, mut held) = (0i64, 0i64);
+    for d in &reach.devices {
+        let pool = &reach.pools[d.pool];
+        if pool.incomplete || pool.invalid.is_some() || !super::selectors::matches(&prepared, d).unwrap_or(false) {
+            continue;
+        }
+        total += 1;
+        if state.holders(&d.device.id) > 0 || state.shares(&d.device.id).is_some() {
+            held += 1;
+        }
+    }
+    (total, held)
+}

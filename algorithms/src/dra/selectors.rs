@@ -77,6 +77,19 @@ pub fn prepare(state: &DraState, claim: &Claim, alt: &Alternative) -> Prepared {
     }
 }
 
+/// Compiles a class's own selectors (no request): which devices the class selects.
+pub fn prepare_class(state: &DraState, class: &str) -> Prepared {
+    let class_selectors = state.class(class).map(|c| c.selectors.clone()).unwrap_or_default();
+    let key = format!("{class}\u{0}{}\u{1}", class_selectors.join("\u{0}"));
+    Prepared {
+        id: set_id(key),
+        class: class.to_string(),
+        claim: String::new(),
+        class_programs: class_selectors.iter().map(|s| compile(s)).collect(),
+        request_programs: Vec::new(),
+    }
+}
+
 /// Whether every selector holds for the device; errors as kube-scheduler words them.
 pub fn matches(prepared: &Prepared, device: &Reachable) -> Result<bool, String> {
     let d = &device.device;

@@ -9,11 +9,19 @@
 //! 4-GPU pod prefers a 4-GPU node to half of an 8-GPU one. A pod that requests none of
 //! them scores 100 on nodes without any of the devices and 0 on nodes with some, so
 //! CPU work does not take the CPU and memory device pods need there.
+//!
+//! Devices from a DRA driver count too: on a node that does not advertise a configured
+//! resource, its devices are those of the DeviceClass serving it (its
+//! `extendedResourceName`) that the node reaches, the free ones those no claim holds, and
+//! the pod asks for the resource in its containers or for the class's devices in its
+//! unallocated claims (ExactCount requests, their first choice).
 
 use serde::Deserialize;
 
+use crate::dra::{DraState, Mode, extended};
 use crate::framework::{PluginState, ScorePlugin};
 use crate::node_info::NodeInfo;
+use crate::plugins::dynamic_resources::pod_claims;
 use crate::pod_info::PodInfo;
 use crate::resource::is_scalar_resource_name;
 use crate::snapshot::Snapshot;
@@ -80,23 +88,53 @@ impl DevicePacking {
         DevicePacking { resources: names.iter().map(|n| (n.clone(), 1)).collect() }
     }
 
-    /// The score of `node` for `pod`, 0..=100.
+    /// The score of `node` for `pod`, 0..=100, counting only devices in allocatable.
     pub fn node_score(&self, pod: &PodInfo, node: &NodeInfo) -> i64 {
+        self.score_with(pod, node, None)
+    }
+
+    /// The score of `node` for `pod`, 0..=100, with DRA devices from `dra` when given.
+    pub fn score_with(&self, pod: &PodInfo, node: &NodeInfo, dra: Option<&DraState>) -> i64 {
         let mut total = 0;
         let mut weights = 0;
+        let mut has_devices = false;
         for (name, weight) in &self.resources {
-            let want = pod.requests.requests.get(name);
+            let (want, devices, free) = amounts(pod, node, name, dra);
+            has_devices |= devices > 0;
             if want > 0 {
-                total += fit(node, name, want) * weight;
+                total += best_fit(devices, free, want) * weight;
                 weights += weight;
             }
         }
         if weights > 0 {
             return total / weights;
         }
-        let has_devices = self.resources.iter().any(|(name, _)| node.allocatable.get(name) > 0);
         if has_devices { 0 } else { MAX }
     }
+}
+
+/// What the pod wants of a resource, the node's devices of it and how many are free: from
+/// allocatable when the node advertises it, else from the devices of the class serving it.
+fn amounts(pod: &PodInfo, node: &NodeInfo, name: &str, dra: Option<&DraState>) -> (i64, i64, i64) {
+    let asked = pod.requests.requests.get(name);
+    let advertised = node.allocatable.get(name);
+    if advertised > 0 {
+        return (asked, advertised, advertised.saturating_sub(node.requested.get(name)));
+    }
+    let Some((dra, class)) = dra.and_then(|d| Some((d, extended::class_for(d, name)?))) else { return (asked, 0, 0) };
+    let claimed: i64 = pod_claims(pod, dra)
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| c.allocation().is_none())
+        .flat_map(|c| c.requests.iter().filter_map(|r| r.alternatives.first()))
+        .filter(|a| a.class == class.name)
+        .map(|a| match a.mode {
+            Mode::Count(n) => i64::from(n),
+            Mode::All => 0,
+        })
+        .sum();
+    let (devices, held) = extended::class_devices(dra, &node.name, &node.labels, &class.name, true);
+    (asked + claimed, devices, devices - held)
 }
 
 /// Best fit of `want` devices of `resource` on `node`, 0..=100: 100 when the pod takes
@@ -104,10 +142,14 @@ impl DevicePacking {
 /// they do not fit or the node has none.
 pub fn fit(node: &NodeInfo, resource: &str, want: i64) -> i64 {
     let total = node.allocatable.get(resource);
+    best_fit(total, total.saturating_sub(node.requested.get(resource)), want)
+}
+
+/// Best fit of `want` devices where `free` of `total` are free.
+fn best_fit(total: i64, free: i64, want: i64) -> i64 {
     if total <= 0 {
         return 0;
     }
-    let free = total.saturating_sub(node.requested.get(resource));
     if want > free {
         return 0;
     }
@@ -121,8 +163,8 @@ impl ScorePlugin for DevicePacking {
         NAME
     }
 
-    fn score(&self, _state: &PluginState, pod: &PodInfo, node: &NodeInfo, _snapshot: &Snapshot) -> i64 {
-        self.node_score(pod, node)
+    fn score(&self, _state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
+        self.score_with(pod, node, Some(&snapshot.objects.dra))
     }
 
     fn node_local(&self) -> bool {

@@ -313,8 +313,9 @@ fn frees_what_pod_asks(old: &crate::resource::Resource, new: &crate::resource::R
         })
 }
 
-/// The pod's request per scored resource, computed once per cycle.
-struct PodRequestVector(Vec<i64>);
+/// The pod's request per scored resource, computed once per cycle, with the DeviceClass
+/// serving each resource the pod asks for (`DRAExtendedResource`).
+struct PodRequestVector(Vec<i64>, Vec<Option<String>>);
 
 impl ScorePlugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
@@ -325,12 +326,22 @@ impl ScorePlugin for NodeResourcesFit {
         true
     }
 
-    fn pre_score(&self, pod: &PodInfo, _: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
-        let v = self.resources.iter().map(|r| pod_request(pod, &r.name, true)).collect();
-        Ok(PluginState::new(PodRequestVector(v)))
+    fn pre_score(&self, pod: &PodInfo, snapshot: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
+        let v: Vec<i64> = self.resources.iter().map(|r| pod_request(pod, &r.name, true)).collect();
+        let dra = &snapshot.objects.dra;
+        let classes = self
+            .resources
+            .iter()
+            .zip(&v)
+            .map(|(r, &want)| {
+                let served = self.dra_extended && want > 0 && crate::device_asks::is_dra_name(&r.name);
+                served.then(|| crate::dra::extended::class_for(dra, &r.name).map(|c| c.name.clone())).flatten()
+            })
+            .collect();
+        Ok(PluginState::new(PodRequestVector(v, classes)))
     }
 
-    fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, _: &Snapshot) -> i64 {
+    fn score(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
         let n = self.resources.len();
         let mut requested = [0i64; 8];
         let mut allocatable = [0i64; 8];
@@ -348,7 +359,14 @@ impl ScorePlugin for NodeResourcesFit {
                 Some(v) => v.0.get(i).copied().unwrap_or(0),
                 None => pod_request(pod, &r.name, true),
             };
-            let (a, used) = node_amounts(node, &r.name, pod_req, false);
+            let class = state.get::<PodRequestVector>().and_then(|v| v.1.get(i).cloned().flatten());
+            let (a, used) = match class.filter(|_| node.allocatable.get(&r.name) == 0) {
+                // Served by DRA here: the node's devices of the class, and those held.
+                Some(class) => {
+                    crate::dra::extended::class_devices(&snapshot.objects.dra, &node.name, &node.labels, &class, true)
+                }
+                None => node_amounts(node, &r.name, pod_req, false),
+            };
             if a != 0 {
                 alloc[i] = a;
                 req[i] = used + pod_req;

@@ -4,6 +4,7 @@
 //! the resourceclaim controller makes from the template (the pods' statuses name them).
 
 use algorithms::dra::{self, DraState};
+use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as api;
 use serde_json::json;
 
@@ -295,6 +296,40 @@ pub fn consumable_world<'a>(pools: usize, namespace: &str, pods: impl Iterator<I
             if let Ok(s) = dra::Slice::from_api(&s) {
                 st.upsert_slice(s);
             }
+        }
+    }
+    st
+}
+
+/// The driver publishing the GPUs of the `/dra` variants.
+pub const GPU_DRIVER: &str = "gpu.example.com";
+
+/// Moves every node's `resource` (GPUs) from its allocatable and capacity into a
+/// ResourceSlice of as many devices, as a DRA driver publishes them, and adds the
+/// DeviceClass `gpu` serving `resource` as an extended resource: pods asking for it in
+/// their containers then get devices through claims the scheduler makes.
+pub fn gpus_from_slices(nodes: &mut [core::Node], resource: &str) -> DraState {
+    let mut st = DraState::default();
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+        "spec": {"extendedResourceName": resource,
+            "selectors": [{"cel": {"expression": format!("device.driver == \"{GPU_DRIVER}\"")}}]}});
+    if let Some(c) = serde_json::from_value(class).ok().and_then(|c| dra::DeviceClass::from_api(&c).ok()) {
+        st.upsert_class(c);
+    }
+    for node in nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let Some(status) = node.status.as_mut() else { continue };
+        let count = status.allocatable.as_mut().and_then(|a| a.remove(resource));
+        if let Some(c) = status.capacity.as_mut() {
+            c.remove(resource);
+        }
+        let Some(count) = count.and_then(|q| q.0.parse::<usize>().ok()).filter(|&c| c > 0) else { continue };
+        let devices: Vec<serde_json::Value> = (0..count).map(|i| json!({"name": format!("gpu-{i}")})).collect();
+        let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("{name}-gpus")},
+            "spec": {"driver": GPU_DRIVER, "nodeName": name, "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices}});
+        if let Some(s) = serde_json::from_value(v).ok().and_then(|s| dra::Slice::from_api(&s).ok()) {
+            st.upsert_slice(s);
         }
     }
     st

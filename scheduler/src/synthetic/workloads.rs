@@ -60,7 +60,13 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("SteadyStateClusterResourceClaimTemplatePartitionable", 100, 0, 4000),
     ("SteadyStateClusterResourceClaimTemplateConsumableCapacity", 100, 0, 4000),
     ("ExtendedResource_25Classes", 500, 2500, 2500),
+    ("SchedulingGpuPacking/dra", 5000, 0, 2000),
+    ("GangTraining/dra", 5000, 0, 3000),
 ];
+
+/// The suffix of the GPU workloads whose GPUs a DRA driver publishes in ResourceSlices
+/// (a DeviceClass serving `nvidia.com/gpu`) instead of the nodes' allocatable.
+pub const DRA_SUFFIX: &str = "/dra";
 
 /// The extended-resource workload (scheduler_perf's `ExtendedResource_25Classes`,
 /// 5000pods_500nodes): 25 classes serving `example.com/gpu-N`, nodes advertising none of
@@ -199,6 +205,12 @@ pub fn generate(
     let m = pods.unwrap_or(dm);
     // Initial pods scale with the measured count when it is changed.
     let init = if pods.is_some() { (di * m).div_ceil(dm.max(1)) } else { di };
+    if let Some(base) = canonical.strip_suffix(DRA_SUFFIX) {
+        let mut w = generate(base, nodes, pods, on_init, on_measured)?;
+        w.name = canonical.to_string();
+        w.dra = super::dra::gpus_from_slices(&mut w.cluster.nodes, GPU);
+        return Some(w);
+    }
     let mut w = Workload { name: canonical.to_string(), ..Default::default() };
     w.cluster.namespaces = vec![namespace("sched-perf", &[])];
     if canonical == "GangTraining" {

@@ -328,3 +328,67 @@ fn node_resources_fit_leaves_served_resources_to_dra_where_nodes_lack_them() {
     let unserved = asking(&[("example.com/other", "1")]);
     assert_eq!(verdicts(&fit, &unserved)[0], "Insufficient example.com/other");
 }
+
+/// A claim holding devices `gpu-0`… (`held` of them) of node `node`'s slice.
+fn holding(node: &str, held: usize) -> Value {
+    let results: Vec<Value> = (0..held)
+        .map(|i| json!({"request": "r", "driver": "some-driver", "pool": node, "device": format!("gpu-{i}")}))
+        .collect();
+    json!({"metadata": {"name": format!("held-{node}"), "namespace": "default", "uid": format!("u-{node}"), "resourceVersion": "1"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "my-resource-class", "count": held}}]}},
+        "status": {"allocation": {"devices": {"results": results}}}})
+}
+
+#[test]
+fn device_packing_counts_a_class_devices_where_nodes_do_not_advertise_them() {
+    use crate::plugins::device_packing::{DevicePacking, DevicePackingArgs};
+    let args: DevicePackingArgs =
+        serde_json::from_value(json!({"resources": [{"name": "example.com/gpu"}]})).expect("args");
+    let packing = DevicePacking::new(&args).expect("plugin");
+    let snap = cluster(
+        &[("a", &[]), ("b", &[]), ("c", &[])],
+        vec![gpu_class()],
+        vec![slice_of("a", 8), slice_of("b", 8)],
+        vec![holding("a", 7)],
+    );
+    let scores = |p: &PodInfo| -> Vec<i64> {
+        snap.nodes.iter().map(|n| packing.score_with(p, n, Some(&snap.objects.dra))).collect()
+    };
+    // One GPU: the last free one of a before breaking into b; c has none.
+    assert_eq!(scores(&asking(&[("example.com/gpu", "1")])), vec![100, 12, 0]);
+    // The same through a claim asking for one device of the class.
+    let mut claim = pending(json!({"name": "req-1", "exactly": {"deviceClassName": "my-resource-class", "count": 1}}));
+    claim["metadata"]["name"] = json!(CLAIM);
+    let with_claim = cluster(
+        &[("a", &[]), ("b", &[]), ("c", &[])],
+        vec![gpu_class()],
+        vec![slice_of("a", 8), slice_of("b", 8)],
+        vec![holding("a", 7), claim],
+    );
+    let p = pod_info(pod());
+    let by_claim: Vec<i64> =
+        with_claim.nodes.iter().map(|n| packing.score_with(&p, n, Some(&with_claim.objects.dra))).collect();
+    assert_eq!(by_claim, vec![100, 12, 0]);
+    // CPU work keeps off nodes with devices.
+    assert_eq!(scores(&pod_info(PodBuilder::new("cpu").req("1", "1Gi"))), vec![0, 0, 100]);
+}
+
+#[test]
+fn node_resources_fit_scores_a_served_resource_by_the_class_devices() {
+    use crate::framework::ScorePlugin;
+    let args: NodeResourcesFitArgs = serde_json::from_value(json!({"scoringStrategy": {"type": "LeastAllocated",
+        "resources": [{"name": "example.com/gpu", "weight": 1}]}}))
+    .expect("args");
+    let fit = NodeResourcesFit::new(&args).expect("fit");
+    let snap = cluster(
+        &[("a", &[]), ("b", &[])],
+        vec![gpu_class()],
+        vec![slice_of("a", 4), slice_of("b", 4)],
+        vec![holding("a", 1)],
+    );
+    let p = asking(&[("example.com/gpu", "1")]);
+    let state = fit.pre_score(&p, &snap, &[]).expect("pre-score");
+    let scores: Vec<i64> = snap.nodes.iter().map(|n| fit.score(&state, &p, n, &snap)).collect();
+    // a: 2 of 4 in use with the pod, b: 1 of 4.
+    assert_eq!(scores, vec![50, 75]);
+}
