@@ -119,6 +119,16 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The compiled selectors of claim `c`'s request `r`, alternative `a`.
+    pub(crate) fn prepared(&self, c: usize, r: usize, a: usize) -> Option<&Prepared> {
+        self.prepared.get(c)?.get(r)?.get(a)
+    }
+
+    /// Whether device taints are checked, and partitionable devices allocated.
+    pub(crate) fn gates(&self) -> (bool, bool) {
+        (self.device_taints, self.partitionable)
+    }
+
     /// The plan with a time limit for each node's search (none when zero).
     pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.timeout = (!timeout.is_zero()).then_some(timeout);

@@ -5,6 +5,7 @@
 mod allocator;
 mod capacity;
 mod cel_env;
+mod diagnose;
 pub mod extended;
 mod objects;
 mod pools;
@@ -17,6 +18,7 @@ pub use allocator::{
     Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, fits_reached, plan,
     reach,
 };
+pub use diagnose::diagnose;
 pub use objects::{
     Alternative, Amount, Attribute, Capacity, CapacityPolicy, Claim, ClaimWrite, Constraint, Consumer, CounterSet,
     CounterUse, Counters, Device, DeviceClass, DeviceTaint, DeviceToleration, FINALIZER, MAX_CONSUMERS, Mode,

@@ -57,9 +57,10 @@ struct Slot {
     raw: Vec<Vec<i64>>,
     /// The image spread the image-dependent columns were computed with.
     spread: Vec<usize>,
-    /// The DeviceClasses' version the entries were computed with: which extended
-    /// resources NodeResourcesFit leaves to DRA depends on them.
-    classes: u64,
+    /// The DeviceClasses' and ResourceSlices' versions the entries were computed with:
+    /// which extended resources NodeResourcesFit leaves to DRA, and the devices scoring
+    /// counts where nodes do not advertise them, depend on them.
+    classes: (u64, u64),
 }
 
 impl Slot {
@@ -167,7 +168,7 @@ pub fn evaluate_cached(
     let plugins = profile.scores.len();
     let (cache, recomputed) = cache.slot(pod);
     // Statuses with details are never shared; start over before they pile up.
-    let classes = snapshot.objects.dra.classes_version();
+    let classes = (snapshot.objects.dra.classes_version(), snapshot.objects.dra.slices_version());
     if !cache.is_for(pod) || cache.raw.len() != plugins || cache.statuses.len() > 2 * n + 64 || cache.classes != classes
     {
         cache.reset(pod, n, plugins);

@@ -285,6 +285,16 @@ impl DynamicResources {
         self.run(&freed.objects, claims, plan, node, false).is_ok()
     }
 
+    /// Why the node cannot give the claims their devices, request by request.
+    fn diagnosis(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> String {
+        let (_, batch) = state.batch(self, pod, node);
+        let (claims, plan) = Self::claims_of(state, batch.as_deref());
+        match plan {
+            Ok(plan) => dra::diagnose(&state.objects.dra, &node.name, &node.labels, claims, plan),
+            Err(e) => e.clone(),
+        }
+    }
+
     fn available(state: &ClaimState, node: &NodeInfo) -> bool {
         state.allocated.iter().all(|s| s.as_ref().is_none_or(|s| s.matches(&node.name, &node.labels)))
     }
@@ -317,11 +327,14 @@ impl FilterPlugin for DynamicResources {
         }
         let available = Self::available(state, node);
         if let Err(status) = self.fits(state, pod, node) {
-            if status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE) && self.preemption_frees(state, pod, node) {
+            let cannot = status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE);
+            let status = if cannot && self.preemption_frees(state, pod, node) {
                 // Evicting lower-priority pods would free the devices: preemption may help.
-                return Status::unschedulable(CANNOT_ALLOCATE);
-            }
-            return status;
+                Status::unschedulable(CANNOT_ALLOCATE)
+            } else {
+                status
+            };
+            return if cannot { status.with_detail_fn(|| self.diagnosis(state, pod, node)) } else { status };
         }
         if !available || state.stuck {
             return Status::unresolvable(NOT_AVAILABLE);

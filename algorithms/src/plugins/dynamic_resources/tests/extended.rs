@@ -392,3 +392,32 @@ fn node_resources_fit_scores_a_served_resource_by_the_class_devices() {
     // a: 2 of 4 in use with the pod, b: 1 of 4.
     assert_eq!(scores, vec![50, 75]);
 }
+
+#[test]
+fn explain_says_per_request_why_a_node_has_no_devices() {
+    let plugin = DynamicResources::default();
+    let tainted = {
+        let mut s = slice_of("c", 1);
+        s["spec"]["devices"][0]["taints"] = json!([{"key": "broken", "effect": "NoSchedule"}]);
+        s
+    };
+    let snap = cluster(
+        &[("a", &[]), ("b", &[]), ("c", &[])],
+        vec![gpu_class()],
+        vec![slice_of("a", 2), tainted],
+        vec![holding("a", 2)],
+    );
+    let p = asking(&[("example.com/gpu", "1")]);
+    let details: Vec<String> = crate::status::with_details(true, || {
+        filter(&plugin, &p, &snap).into_iter().map(|s| s.detail.unwrap_or_default()).collect()
+    });
+    let line = |selected: usize, tainted: usize, held: usize| {
+        format!(
+            "the pod's extended resources request container-0-request-0: 1 wanted, {selected} of the node's devices \
+             selected (class my-resource-class), {tainted} with a taint not tolerated, {held} held by other claims, 0 free"
+        )
+    };
+    assert_eq!(details, vec![line(2, 0, 2), "the node reaches no devices".to_string(), line(1, 1, 0)]);
+    // Without details (the scheduling loop) nothing is computed.
+    assert!(filter(&plugin, &p, &snap).iter().all(|s| s.detail.is_none()));
+}
