@@ -332,6 +332,16 @@ impl Cache {
         self.pods.len()
     }
 
+    /// A snapshot of the whole cache (nodes, namespaces and cluster objects) that leaves
+    /// the scheduling loop's own snapshot updates untouched (reports read it).
+    pub fn full_snapshot(&self) -> Snapshot {
+        let mut snap = Snapshot::new(self.nodes.clone(), self.namespaces.clone());
+        snap.objects = Arc::new(self.objects.clone());
+        snap.workloads = self.workloads.clone();
+        snap.budgets = self.budgets.clone();
+        snap
+    }
+
     /// Brings `snap` up to date, copying only nodes that changed. Returns how many nodes were refreshed.
     pub fn update_snapshot(&mut self, snap: &mut Snapshot) -> usize {
         if self.namespaces_changed {

@@ -99,10 +99,15 @@ impl ProfileSummary {
     }
 }
 
-/// The resource columns for these nodes.
-pub fn resources<'a>(nodes: impl Iterator<Item = &'a NodeInfo>) -> Vec<String> {
+/// The column of a DeviceClass's DRA devices (allocatable: the node's devices of the
+/// class; requested: those claims hold).
+pub const DEVICES_PREFIX: &str = "devices:";
+
+/// The resource columns for the snapshot's nodes: cpu, memory, pods, every scalar resource
+/// some node advertises, then every DeviceClass some node has devices of.
+pub fn resources(snapshot: &Snapshot) -> Vec<String> {
     let mut scalar: Vec<String> = Vec::new();
-    for n in nodes {
+    for n in &snapshot.nodes {
         for (name, v) in &n.allocatable.scalar {
             if *v > 0 && !scalar.contains(name) {
                 scalar.push(name.clone());
@@ -112,26 +117,58 @@ pub fn resources<'a>(nodes: impl Iterator<Item = &'a NodeInfo>) -> Vec<String> {
     scalar.sort();
     let mut out = vec!["cpu".to_string(), "memory".to_string(), "pods".to_string()];
     out.extend(scalar);
+    let dra = &snapshot.objects.dra;
+    let mut classes: Vec<&str> = dra.classes().map(|c| c.name.as_str()).collect();
+    classes.sort_unstable();
+    for class in classes {
+        let prepared = algorithms::dra::prepare_class(dra, class);
+        let devices =
+            |n: &NodeInfo| algorithms::dra::extended::devices_selected(dra, &n.name, &n.labels, &prepared, true).0;
+        if snapshot.nodes.iter().any(|n| devices(n) > 0) {
+            out.push(format!("{DEVICES_PREFIX}{class}"));
+        }
+    }
     out
 }
 
-fn amounts(n: &NodeInfo, resources: &[String], requested: bool) -> Vec<i64> {
+/// The compiled selectors of the device columns (`None` for the others).
+fn device_columns(snapshot: &Snapshot, resources: &[String]) -> Vec<Option<algorithms::dra::Prepared>> {
+    resources
+        .iter()
+        .map(|r| r.strip_prefix(DEVICES_PREFIX).map(|c| algorithms::dra::prepare_class(&snapshot.objects.dra, c)))
+        .collect()
+}
+
+fn amounts(
+    snapshot: &Snapshot,
+    n: &NodeInfo,
+    resources: &[String],
+    columns: &[Option<algorithms::dra::Prepared>],
+    requested: bool,
+) -> Vec<i64> {
     let r = if requested { &n.requested } else { &n.allocatable };
     resources
         .iter()
-        .map(|name| match name.as_str() {
-            "cpu" => r.milli_cpu,
-            "memory" => r.memory,
-            "pods" if requested => n.pods.len() as i64,
-            "pods" => r.allowed_pod_number,
-            other => r.scalar.iter().find(|(k, _)| k == other).map_or(0, |(_, v)| *v),
+        .zip(columns)
+        .map(|(name, prepared)| match (name.as_str(), prepared) {
+            (_, Some(p)) => {
+                let (total, held) =
+                    algorithms::dra::extended::devices_selected(&snapshot.objects.dra, &n.name, &n.labels, p, true);
+                if requested { held } else { total }
+            }
+            ("cpu", _) => r.milli_cpu,
+            ("memory", _) => r.memory,
+            ("pods", _) if requested => n.pods.len() as i64,
+            ("pods", _) => r.allowed_pod_number,
+            (other, _) => r.scalar.iter().find(|(k, _)| k == other).map_or(0, |(_, v)| *v),
         })
         .collect()
 }
 
 /// Requests per node of `snapshot`, by node name, for the columns `resources`.
 pub fn requested(snapshot: &Snapshot, resources: &[String]) -> HashMap<String, Vec<i64>> {
-    snapshot.nodes.iter().map(|n| (n.name.clone(), amounts(n, resources, true))).collect()
+    let columns = device_columns(snapshot, resources);
+    snapshot.nodes.iter().map(|n| (n.name.clone(), amounts(snapshot, n, resources, &columns, true))).collect()
 }
 
 /// The detail of a finished run: `before` as [`requested`] gave it before the measured
@@ -144,15 +181,16 @@ pub fn collect(
     failures: &BTreeMap<String, String>,
     pods: &HashMap<String, Arc<PodInfo>>,
 ) -> RunDetail {
+    let columns = device_columns(snapshot, &resources);
     let nodes = snapshot
         .nodes
         .iter()
         .map(|n| {
-            let after = amounts(n, &resources, true);
+            let after = amounts(snapshot, n, &resources, &columns, true);
             NodeUse {
                 name: n.name.clone(),
                 zone: n.labels.get(ZONE_LABEL).cloned().unwrap_or_default(),
-                allocatable: amounts(n, &resources, false),
+                allocatable: amounts(snapshot, n, &resources, &columns, false),
                 before: before.get(&n.name).cloned().unwrap_or_else(|| vec![0; resources.len()]),
                 after,
             }

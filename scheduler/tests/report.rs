@@ -157,3 +157,51 @@ fn the_explain_report_shows_every_node_verdict() {
         no_console_errors(&log);
     }
 }
+
+/// With GPUs from a DRA driver, the report has a heatmap of the class's devices: each
+/// node's held devices of those it reaches, adding up to the devices the placed pods took.
+#[test]
+fn a_dra_workload_report_shows_each_node_devices_of_a_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("dra.html");
+    let out = bin()
+        .args(["simulate", "--workload", "SchedulingGpuPacking/dra", "--nodes", "50", "--pods", "40"])
+        .args(["--output", "json", "--seed", "1", "--report"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = parse(&page);
+    let after = select(&doc, "svg[id=\"heatmap-devices:gpu\"] g[data-panel=\"after\"] rect");
+    assert_eq!(after.len(), 50, "one cell a node");
+    let mut held = 0;
+    let mut reached = 0;
+    for cell in &after {
+        let tip: String = cell.text().collect();
+        let (_, figures) = tip.split_once(": ").unwrap();
+        let (used, rest) = figures.split_once(" of ").unwrap();
+        let total: i64 = rest.split_whitespace().next().unwrap().parse().unwrap();
+        held += used.parse::<i64>().unwrap();
+        reached += total;
+    }
+    assert_eq!(reached, 5 * 8, "five GPU nodes of eight devices");
+    // SchedulingGpuPacking: pods 0, 2, … of the first half ask for one GPU, the second
+    // half for eight.
+    let taken: i64 = run["placements"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.rsplit('-').next().unwrap().parse::<i64>().unwrap())
+        .map(|i| {
+            if i >= 20 {
+                8
+            } else if i % 2 == 0 {
+                1
+            } else {
+                0
+            }
+        })
+        .sum();
+    assert!(held > 0 && held == taken, "held {held}, taken {taken}");
+}

@@ -210,11 +210,23 @@ pub fn class_devices(
     partitionable: bool,
 ) -> (i64, i64) {
     let prepared = super::selectors::prepare_class(state, class);
+    devices_selected(state, node, labels, &prepared, partitionable)
+}
+
+/// [`class_devices`] with the class's selectors compiled once by the caller
+/// ([`super::prepare_class`]).
+pub fn devices_selected(
+    state: &DraState,
+    node: &str,
+    labels: &crate::labels::Labels,
+    prepared: &super::Prepared,
+    partitionable: bool,
+) -> (i64, i64) {
     let reach = super::pools::node_devices(state, node, labels, partitionable);
     let (mut total, mut held) = (0i64, 0i64);
     for d in &reach.devices {
         let pool = &reach.pools[d.pool];
-        if pool.incomplete || pool.invalid.is_some() || !super::selectors::matches(&prepared, d).unwrap_or(false) {
+        if pool.incomplete || pool.invalid.is_some() || !super::selectors::matches(prepared, d).unwrap_or(false) {
             continue;
         }
         total += 1;

@@ -26,7 +26,7 @@ pub use objects::{
 };
 pub use pools::{NodeDevices, Pool, PoolCounters, Reachable, gather, node_devices};
 pub use results::local;
-pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare};
+pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare, prepare_class};
 pub use state::{DeviceId, DraState, Shares, held_devices};
 #[cfg(test)]
 mod tests;

@@ -76,7 +76,10 @@ fn utilization(d: &RunDetail) -> Markup {
                     }
                 }).collect()).collect()
             };
-            h3 { (resource) }
+            @match resource.strip_prefix(crate::detail::DEVICES_PREFIX) {
+                Some(class) => h3 { "DRA devices of class " (class) " (held by claims, of those the node reaches)" },
+                None => h3 { (resource) },
+            }
             (heatmap::legend(top))
             table.zones {
                 thead { tr { th { "zone" } th.num { "nodes" } th.num { "before" } th.num { "after" } } }

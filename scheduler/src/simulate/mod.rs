@@ -442,9 +442,8 @@ pub fn run_streamed(
     let mut before = None;
     let mut pods_by_key = std::collections::HashMap::new();
     if opts.detail {
-        let mut snap = algorithms::Snapshot::default();
-        engine.cache.update_snapshot(&mut snap);
-        let resources = crate::detail::resources(snap.nodes.iter().map(|n| &**n));
+        let snap = engine.cache.full_snapshot();
+        let resources = crate::detail::resources(&snap);
         before = Some((crate::detail::requested(&snap, &resources), resources));
     }
     if opts.detail {
@@ -499,8 +498,7 @@ pub fn run_streamed(
     report.churn_steps = churn.map_or(0, |c| c.done);
     report.never_created = steady.map_or(0, |s| s.remaining());
     if let Some((before, resources)) = before {
-        let mut snap = algorithms::Snapshot::default();
-        engine.cache.update_snapshot(&mut snap);
+        let snap = engine.cache.full_snapshot();
         report.detail =
             Some(crate::detail::collect(&engine.profiles, &snap, &before, resources, &report.failures, &pods_by_key));
     }
