@@ -311,7 +311,12 @@ async fn a_tainted_device_goes_only_to_a_claim_that_tolerates_it_as_with_kube_sc
 /// unbound, until the test (as the driver) reports the condition true in the claim's
 /// device status. Returns (nominated while waiting, bound node, the result's conditions,
 /// whether the allocation carries a timestamp).
-async fn binding_condition(client: &Client, scheduler: &str) -> (Option<String>, String, Option<Vec<String>>, bool) {
+/// What one scheduler did with a device declaring a binding condition: the pod's
+/// nomination while it waited, its node, the conditions copied into the allocation,
+/// whether the allocation was stamped, and the waiting event (type, reason, action, note).
+type BindingOutcome = (Option<String>, String, Option<Vec<String>>, bool, (String, String, String, String));
+
+async fn binding_condition(client: &Client, scheduler: &str) -> BindingOutcome {
     api::create_node(client, &NodeBuilder::new("n-bc").capacity("8", "16Gi", "110").build()).await.unwrap();
     create::<ResourceSlice>(
         Api::all(client.clone()),
@@ -352,7 +357,16 @@ async fn binding_condition(client: &Client, scheduler: &str) -> (Option<String>,
         node_of(&pod_named(client, "waits").await).map(String::from)
     })
     .await;
-    (nominated, node, conditions, stamped)
+    let event = wait_for("the BindingConditionsPending event", Duration::from_secs(30), || async {
+        let events = Api::<Event>::namespaced(client.clone(), NS).list(&Default::default()).await.ok()?.items;
+        let e = events.into_iter().find(|e| {
+            e.reason.as_deref() == Some("BindingConditionsPending")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("waits")
+        })?;
+        Some((e.type_?, e.reason?, e.action?, e.note?))
+    })
+    .await;
+    (nominated, node, conditions, stamped, event)
 }
 
 #[tokio::test]
@@ -363,7 +377,16 @@ async fn a_device_with_a_binding_condition_holds_the_bind_until_the_driver_repor
         let _running = start_side(&p, scheduler);
         outcomes.push(binding_condition(&p.client, scheduler).await);
     }
-    assert_eq!(outcomes[0], (Some("n-bc".to_string()), "n-bc".to_string(), Some(vec!["Attached".to_string()]), true));
+    let event = (
+        "Normal".to_string(),
+        "BindingConditionsPending".to_string(),
+        "Scheduling".to_string(),
+        "waiting for binding conditions for device on node n-bc".to_string(),
+    );
+    assert_eq!(
+        outcomes[0],
+        (Some("n-bc".to_string()), "n-bc".to_string(), Some(vec!["Attached".to_string()]), true, event)
+    );
     assert_eq!(outcomes[0], outcomes[1], "ours against kube-scheduler v1.36.2");
 }
 

@@ -164,6 +164,12 @@ pub trait PreBindPlugin: Send + Sync {
     fn timeout_message(&self) -> String {
         format!("timed out after {:?}", self.timeout())
     }
+
+    /// The event (reason, note) that says on the pod that its binding waits at this
+    /// plugin for the pod's node, if the plugin has one.
+    fn waiting_event(&self, _node: &str) -> Option<(&'static str, String)> {
+        None
+    }
 }
 
 /// A resource version as a number, for ordering the versions one object went through

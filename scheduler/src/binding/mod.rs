@@ -86,6 +86,10 @@ pub trait Host: Send + Sync {
 
     /// The engine changed in a way the scheduling loop should look at (a pod requeued).
     fn changed(&self) {}
+
+    /// A PreBind plugin started waiting for the cluster (a device's binding conditions):
+    /// `run` says so in a `Normal` event on the pod (`reason`, `note`), as kube-scheduler.
+    fn waiting(&self, _pod: &PodInfo, _reason: &str, _note: String) {}
 }
 
 /// How a binding cycle ended.
@@ -302,6 +306,7 @@ async fn run_pre_bind<H: Host>(
             host.with_engine(|e| plugin.written(e.cache.objects_mut(), &reserved, &versions));
         }
         let deadline = Instant::now() + plugin.timeout();
+        let mut announced = false;
         loop {
             let progress = host.with_engine(|e| {
                 if e.cache.node_of(&key).is_none() {
@@ -315,6 +320,12 @@ async fn run_pre_bind<H: Host>(
             match progress {
                 Progress::Done => break,
                 Progress::Failed(message) => return Err((failed(message), undo)),
+                Progress::Waiting if !announced => {
+                    announced = true;
+                    if let Some((reason, note)) = plugin.waiting_event(&req.node) {
+                        host.waiting(&req.pod, reason, note);
+                    }
+                }
                 Progress::Waiting => {}
             }
             if Instant::now() >= deadline || !host.pause().await {

@@ -40,6 +40,8 @@ pub struct ApiHost {
     /// first write would queue ahead of any pod's next one and no pod would finish its
     /// writes (and be bound) before all had started.
     entry_slots: Arc<tokio::sync::Semaphore>,
+    /// Where the cycle's events on the pod go (none for PostFilter's writes).
+    reporter: Option<Arc<Reporter>>,
 }
 
 impl ApiHost {
@@ -50,7 +52,14 @@ impl ApiHost {
             shared,
             write_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))),
             entry_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))),
+            reporter: None,
         }
+    }
+
+    /// The host reporting the binding cycles' events through `reporter`.
+    pub fn with_reporter(mut self, reporter: Arc<Reporter>) -> Self {
+        self.reporter = Some(reporter);
+        self
     }
 }
 
@@ -184,6 +193,12 @@ impl Host for ApiHost {
 
     fn changed(&self) {
         self.shared.wake();
+    }
+
+    fn waiting(&self, pod: &PodInfo, reason: &str, note: String) {
+        if let Some(r) = &self.reporter {
+            r.publish(pod, "Normal", reason, "Scheduling", note, None);
+        }
     }
 }
 

@@ -315,7 +315,8 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
     let dispatch = {
         let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
-        let host = binder::ApiHost::new(client.clone(), shared.clone(), opts.bind_concurrency);
+        let host =
+            binder::ApiHost::new(client.clone(), shared.clone(), opts.bind_concurrency).with_reporter(reporter.clone());
         // The latest unschedulable report of each pod: reports run concurrently, and an
         // older one that has not been written yet is dropped rather than written over a
         // newer one.

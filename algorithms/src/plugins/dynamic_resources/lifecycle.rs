@@ -181,6 +181,10 @@ impl PreBindPlugin for DynamicResources {
         "device binding timeout".into()
     }
 
+    fn waiting_event(&self, node: &str) -> Option<(&'static str, String)> {
+        Some(("BindingConditionsPending", format!("waiting for binding conditions for device on node {node}")))
+    }
+
     /// kube-scheduler's Unreserve: the pod leaves the `reservedFor` of each claim whose
     /// write landed (the allocation stays, as kube-scheduler leaves it), and its extended
     /// resource claim, once created, is deleted.
