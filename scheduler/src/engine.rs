@@ -21,8 +21,10 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 mod gang_cycle;
+mod topology;
 
 pub use gang_cycle::{COSCHEDULING, GroupAttempt, GroupPlan};
+use topology::Within;
 
 use crate::cache::Cache;
 use crate::gang::{self, Groups};
@@ -414,10 +416,15 @@ impl Cycler {
     /// Runs the pod's profile over `snapshot` (the cycle's own, or a copy in which gang
     /// members placed before it are on their nodes).
     fn evaluate_on(&mut self, snapshot: &Snapshot, attempt: &Attempt) -> Evaluation {
+        self.evaluate_within(snapshot, attempt, None)
+    }
+
+    /// [`Cycler::evaluate_on`] choosing only among the nodes `within` allows.
+    fn evaluate_within(&mut self, snapshot: &Snapshot, attempt: &Attempt, within: Option<&Within>) -> Evaluation {
         let pi = attempt.profile;
         let profile = &self.profiles[pi];
         let pod = &attempt.queued.pod;
-        let opts = EvaluateOptions { start: self.next_start, ..Default::default() };
+        let opts = EvaluateOptions { start: self.next_start, within: within.cloned(), ..Default::default() };
         let ev = if self.use_equivalence_cache {
             if self.caches.len() < self.profiles.len() {
                 self.caches.resize_with(self.profiles.len(), EquivalenceCache::new);

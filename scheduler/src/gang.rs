@@ -30,6 +30,14 @@ pub const POD_GROUP_API_VERSION: &str = "scheduling.x-k8s.io/v1alpha1";
 /// Kubernetes' PodGroup API version.
 pub const KUBE_POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1alpha2";
 
+/// The annotation on a scheduler-plugins PodGroup naming the node label whose domains
+/// (one rack, one block, one NVLink domain) must each hold the whole group. Its prefix is
+/// this scheduler's own: scheduler-plugins' API has no such field and its group's domain
+/// is not ours to extend, and Kueue's `podset-required-topology` annotation, which means
+/// the same, belongs on pod templates and is read by Kueue. The value has the meaning of
+/// Kubernetes' `spec.schedulingConstraints.topology[].key`.
+pub const TOPOLOGY_ANNOTATION: &str = "custom-scheduler/required-topology";
+
 /// scheduler-plugins' default `scheduleTimeoutSeconds`.
 pub const DEFAULT_SCHEDULE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -40,12 +48,57 @@ pub struct PodGroupSpec {
     pub min_member: u32,
     /// `spec.scheduleTimeoutSeconds`.
     pub schedule_timeout: Duration,
+    /// The node label whose domains must each hold the whole group, when it is
+    /// constrained (Kubernetes' `schedulingConstraints.topology`, or
+    /// [`TOPOLOGY_ANNOTATION`]).
+    pub topology_key: Option<String>,
 }
 
 impl PodGroupSpec {
     /// A group of at least `min_member` pods, with the default timeout.
     pub fn with_min(min_member: u32) -> Self {
-        PodGroupSpec { min_member, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT }
+        PodGroupSpec { min_member, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT, topology_key: None }
+    }
+
+    /// The group constrained to one domain of the node label `key`.
+    pub fn within(mut self, key: &str) -> Self {
+        self.topology_key = Some(key.to_string());
+        self
+    }
+}
+
+/// Whether `key` is a label key: an optional DNS-subdomain prefix and `/`, then a name of
+/// at most 63 alphanumerics, `-`, `_` and `.`, beginning and ending alphanumeric.
+fn valid_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            })
+    });
+    name_ok && prefix_ok
+}
+
+/// A topology key as read: a non-empty label key.
+fn topology_key(key: &Value, at: &str, group: &str) -> Result<Option<String>, String> {
+    match key {
+        Value::Null => Ok(None),
+        Value::String(k) if !k.is_empty() && valid_label_key(k) => Ok(Some(k.clone())),
+        other => Err(format!("PodGroup {group}: {at} {other} is not a label key")),
     }
 }
 
@@ -69,7 +122,16 @@ pub fn parse_kube_pod_group(v: &Value) -> Result<(String, Option<PodGroupSpec>),
     let min = gang["minCount"].as_u64().and_then(|m| u32::try_from(m).ok()).filter(|m| *m >= 1).ok_or_else(|| {
         format!("PodGroup {key}: spec.schedulingPolicy.gang.minCount {} must be positive", gang["minCount"])
     })?;
-    Ok((key, Some(PodGroupSpec { min_member: min, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT })))
+    // One key for now, as the alpha API allows.
+    let topology = topology_key(
+        &v["spec"]["schedulingConstraints"]["topology"][0]["key"],
+        "spec.schedulingConstraints.topology[0].key",
+        &key,
+    )?;
+    Ok((
+        key,
+        Some(PodGroupSpec { min_member: min, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT, topology_key: topology }),
+    ))
 }
 
 /// Reads a PodGroup object: its `namespace/name` and spec.
@@ -91,7 +153,9 @@ pub fn parse_pod_group(v: &Value) -> Result<(String, PodGroupSpec), String> {
             format!("PodGroup {ns}/{name}: spec.scheduleTimeoutSeconds {t} must be a non-negative integer")
         })?),
     };
-    Ok((format!("{ns}/{name}"), PodGroupSpec { min_member, schedule_timeout }))
+    let key = format!("{ns}/{name}");
+    let topology = topology_key(&v["metadata"]["annotations"][TOPOLOGY_ANNOTATION], TOPOLOGY_ANNOTATION, &key)?;
+    Ok((key, PodGroupSpec { min_member, schedule_timeout, topology_key: topology }))
 }
 
 /// Where a group is defined.
@@ -159,14 +223,18 @@ mod tests {
             parse_pod_group(&json!({"metadata": {"name": "job", "namespace": "ml"}, "spec": {"minMember": 4}}))
                 .unwrap();
         assert_eq!(key, "ml/job");
-        assert_eq!(spec, PodGroupSpec { min_member: 4, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT });
+        assert_eq!(spec, PodGroupSpec::with_min(4));
         let (_, spec) =
             parse_pod_group(&json!({"metadata": {"name": "j"}, "spec": {"scheduleTimeoutSeconds": 5}})).unwrap();
-        assert_eq!(spec, PodGroupSpec { min_member: 1, schedule_timeout: Duration::from_secs(5) });
+        assert_eq!(spec, PodGroupSpec { schedule_timeout: Duration::from_secs(5), ..PodGroupSpec::with_min(1) });
+        let racked = json!({"metadata": {"name": "j", "annotations": {TOPOLOGY_ANNOTATION: "example.com/rack"}}});
+        assert_eq!(parse_pod_group(&racked).unwrap().1.topology_key.as_deref(), Some("example.com/rack"));
         for bad in [
             json!({"spec": {}}),
             json!({"metadata": {"name": "j"}, "spec": {"minMember": 0}}),
             json!({"metadata": {"name": "j"}, "spec": {"minMember": "4"}}),
+            json!({"metadata": {"name": "j", "annotations": {TOPOLOGY_ANNOTATION: ""}}}),
+            json!({"metadata": {"name": "j", "annotations": {TOPOLOGY_ANNOTATION: "not a key!"}}}),
         ] {
             assert!(parse_pod_group(&bad).is_err(), "{bad}");
         }
@@ -180,12 +248,16 @@ mod tests {
         assert_eq!(parse_kube_pod_group(&basic).unwrap(), ("default/b".to_string(), None));
         let bad = json!({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}});
         assert!(parse_kube_pod_group(&bad).is_err());
+        let racked = json!({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+            "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]}}});
+        let spec = parse_kube_pod_group(&racked).unwrap().1.unwrap();
+        assert_eq!(spec.topology_key.as_deref(), Some("topology.kubernetes.io/rack"));
     }
 
     #[test]
     fn pods_find_their_group_through_either_api() {
         use algorithms::builders::PodBuilder;
-        let spec = |min| PodGroupSpec { min_member: min, schedule_timeout: DEFAULT_SCHEDULE_TIMEOUT };
+        let spec = PodGroupSpec::with_min;
         let mut groups = Groups::default();
         groups.upsert("default/a".into(), spec(2));
         groups

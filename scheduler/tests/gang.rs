@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
 use algorithms::config::default_profile;
@@ -28,12 +27,7 @@ fn simulate(nodes: usize, pods: Vec<k8s_openapi::api::core::v1::Pod>, groups: &[
             .map(|i| NodeBuilder::new(&format!("node-{i}")).capacity("4", "16Gi", "110").build())
             .collect(),
         pods,
-        pod_groups: groups
-            .iter()
-            .map(|(g, min)| {
-                (format!("default/{g}"), PodGroupSpec { min_member: *min, schedule_timeout: Duration::from_secs(60) })
-            })
-            .collect(),
+        pod_groups: groups.iter().map(|(g, min)| (format!("default/{g}"), PodGroupSpec::with_min(*min))).collect(),
         ..Default::default()
     };
     let parsed = parse_cluster(&objects, "test").unwrap();
@@ -145,7 +139,7 @@ fn kube_member(name: &str, group: &str, cpu: &str, age: i64) -> k8s_openapi::api
 
 #[test]
 fn kubernetes_pod_groups_gang_wait_for_the_group_or_schedule_one_by_one() {
-    let spec = |min| Some(PodGroupSpec { min_member: min, schedule_timeout: Duration::from_secs(60) });
+    let spec = |min| Some(PodGroupSpec::with_min(min));
     let objects = ClusterObjects {
         nodes: (0..2).map(|i| NodeBuilder::new(&format!("node-{i}")).capacity("4", "16Gi", "110").build()).collect(),
         pods: vec![

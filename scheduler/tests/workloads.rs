@@ -190,7 +190,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             let opts = EvaluateOptions::default();
             let mut rng_a = StdRng::seed_from_u64(k as u64);
             let mut rng_b = StdRng::seed_from_u64(k as u64);
-            let a = evaluate_cached(&long_lived, &pod, &snap, &mut rng_a, opts, &mut cache);
+            let a = evaluate_cached(&long_lived, &pod, &snap, &mut rng_a, opts.clone(), &mut cache);
             let b = evaluate(&default_profile("custom-scheduler"), &pod, &snap, &mut rng_b, opts);
             assert_eq!(outcome(&a), outcome(&b), "{name}: pod {k} ({})", pod.name);
             if let Some(i) = a.selected {

@@ -142,6 +142,7 @@ pub fn evaluate_cached(
     let pre = pre_filter_all(profile, pod, snapshot, &mut ev, n, &|k| k);
     ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
     let Some((fstates, allowed)) = pre else { return ev };
+    let allowed = super::run::restrict(allowed, &opts.within);
 
     // Node-local filters form the leading run of the profile; the rest always run.
     let local_filters = profile.filters.iter().take_while(|f| f.node_local()).count();

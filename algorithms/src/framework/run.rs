@@ -51,8 +51,12 @@ pub struct Evaluation {
 }
 
 /// Options for one attempt.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct EvaluateOptions {
+    /// Only these nodes (by name) may be chosen, with the plugin named as turning the
+    /// others down (a topology-constrained gang tried one domain at a time); the rest of
+    /// the cluster still counts for spreading and affinity.
+    pub within: Option<(Arc<HashSet<String>>, &'static str)>,
     /// Score even when only one node is feasible (kube-scheduler skips it; `explain` wants it).
     pub always_score: bool,
     /// Where the search starts when only a share of the nodes is to be found: kube-scheduler
@@ -304,6 +308,15 @@ pub(crate) fn pre_filter_all(
     })
 }
 
+/// The PreFilters' node set cut down to the attempt's own, when it has one.
+pub(crate) fn restrict(allowed: Allowed, within: &Option<(Arc<HashSet<String>>, &'static str)>) -> Allowed {
+    let Some((only, plugin)) = within else { return allowed };
+    Some(match allowed {
+        None => ((**only).clone(), *plugin),
+        Some((names, p)) => (names.intersection(only).cloned().collect(), p),
+    })
+}
+
 /// The status of a node a PreFilter's node set leaves out.
 pub(crate) fn outside_allowed(allowed: &Allowed, node: &NodeInfo) -> Option<Status> {
     let (names, plugin) = allowed.as_ref()?;
@@ -370,18 +383,19 @@ pub fn filter_candidates(
     snapshot: &Snapshot,
     candidates: Option<&[usize]>,
 ) -> Evaluation {
-    filter_from(profile, pod, snapshot, candidates, 0)
+    filter_from(profile, pod, snapshot, candidates, &EvaluateOptions::default())
 }
 
 /// Filters the candidates (all nodes when None), starting the search at candidate
-/// `start` when only a share of them is to be found.
+/// `opts.start` when only a share of them is to be found, among `opts.within` only.
 fn filter_from(
     profile: &Profile,
     pod: &PodInfo,
     snapshot: &Snapshot,
     candidates: Option<&[usize]>,
-    start: usize,
+    opts: &EvaluateOptions,
 ) -> Evaluation {
+    let start = opts.start;
     let n = candidates.map_or(snapshot.nodes.len(), <[usize]>::len);
     let limit = nodes_to_find(profile.percentage_of_nodes_to_score, n);
     let offset = if limit < n { start % n } else { 0 };
@@ -394,6 +408,7 @@ fn filter_from(
     let pre = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at);
     ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
     let Some((states, allowed)) = pre else { return ev };
+    let allowed = restrict(allowed, &opts.within);
 
     // Nodes with nominated pods, looked up by name once per attempt rather than per node.
     let nominated = nominated_mask(snapshot);
@@ -432,7 +447,7 @@ pub fn evaluate(
     rng: &mut impl Rng,
     opts: EvaluateOptions,
 ) -> Evaluation {
-    let mut ev = filter_from(profile, pod, snapshot, None, opts.start);
+    let mut ev = filter_from(profile, pod, snapshot, None, &opts);
     if let Some(x) = &profile.extenders
         && ev.error.is_none()
         && !ev.feasible.is_empty()
@@ -632,7 +647,7 @@ mod tests {
         let pod = PodBuilder::new("p").info();
         let mut rng = StdRng::seed_from_u64(1);
         let opts = EvaluateOptions { start: 450, ..Default::default() };
-        let ev = evaluate(&profile, &pod, &snap, &mut rng, opts);
+        let ev = evaluate(&profile, &pod, &snap, &mut rng, opts.clone());
         let expected: Vec<usize> = (450..500).chain(0..50).collect();
         assert_eq!(ev.feasible, expected);
         assert!(ev.selected.is_some_and(|i| expected.contains(&i)));

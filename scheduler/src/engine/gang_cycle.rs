@@ -10,6 +10,7 @@ use algorithms::framework::{PostFilterResult, run_post_filters};
 
 use algorithms::Snapshot;
 
+use super::topology::Within;
 use super::{Attempt, Cycle, Cycler, Engine, Nomination, Outcome, Preempted, Refused};
 use crate::gang::{self, PodGroupSpec};
 
@@ -92,40 +93,83 @@ impl Cycler {
             };
             members.push(Attempt { queued, profile, started: Instant::now(), nominated: None });
         }
-        Ok(GroupAttempt { group: group.to_string(), need: min.saturating_sub(running), members })
+        let topology = spec.topology_key.clone();
+        Ok(GroupAttempt { group: group.to_string(), need: min.saturating_sub(running), members, topology })
     }
 
     /// Without any lock: places the members one after another on a copy of the snapshot,
     /// each as the next sees it (its pod on the node, what its Reserve plugins take), and
     /// when too few fit, plans the preemption that would make room for the whole group.
+    /// A group constrained to a topology domain is placed in one domain
+    /// ([`super::topology`]).
     pub fn evaluate_group(&mut self, attempt: GroupAttempt) -> GroupPlan {
-        let GroupAttempt { group, need, members } = attempt;
-        let mut scratch = self.snapshot.clone();
-        let mut placed: Vec<(Attempt, String)> = Vec::new();
-        let mut failed: Vec<(Attempt, String, Vec<&'static str>)> = Vec::new();
-        for attempt in members {
-            let ev = self.evaluate_on(&scratch, &attempt);
+        let GroupAttempt { group, need, members, topology } = attempt;
+        let (placed, failed, preemptions, message) = match &topology {
+            Some(key) => {
+                let o = self.place_in_domains(&group, need, &members, key);
+                (o.placed, o.failed, o.preemptions, o.message)
+            }
+            None => {
+                let mut scratch = self.snapshot.clone();
+                let (placed, failed) = self.place_members(&mut scratch, &members, None, 0);
+                let preemptions = if placed.len() < need {
+                    let failing: Vec<&Attempt> = failed.iter().map(|f| &members[f.0]).collect();
+                    self.preempt_members(scratch, &failing, None)
+                } else {
+                    None
+                };
+                (placed, failed, preemptions, None)
+            }
+        };
+        let mut members: Vec<Option<Attempt>> = members.into_iter().map(Some).collect();
+        let placed = placed.into_iter().filter_map(|(i, node)| Some((members.get_mut(i)?.take()?, node))).collect();
+        let failed = failed.into_iter().filter_map(|(i, m, p)| Some((members.get_mut(i)?.take()?, m, p))).collect();
+        GroupPlan { group, need, placed, failed, preemptions, message }
+    }
+
+    /// Places `members` in turn on `scratch` (only on nodes `within` allows, when given,
+    /// a domain of `size` nodes): the members placed (by index, with their node), and
+    /// those not (with their message and the plugins that turned them away).
+    pub(super) fn place_members(
+        &mut self,
+        scratch: &mut Snapshot,
+        members: &[Attempt],
+        within: Option<&Within>,
+        size: usize,
+    ) -> (Vec<Placed>, Vec<Failed>) {
+        let mut placed: Vec<Placed> = Vec::new();
+        let mut failed: Vec<Failed> = Vec::new();
+        for (k, attempt) in members.iter().enumerate() {
+            let ev = self.evaluate_within(scratch, attempt, within);
             let chosen = ev.selected.filter(|_| ev.error.is_none());
             let profile = &self.profiles[attempt.profile];
-            match chosen.map(|i| (i, place(&mut scratch, i, &attempt.queued.pod, profile))) {
-                Some((i, Ok(()))) => placed.push((attempt, scratch.nodes[i].name.clone())),
-                Some((_, Err(message))) => failed.push((attempt, message, Vec::new())),
+            match chosen.map(|i| (i, place(scratch, i, &attempt.queued.pod, profile))) {
+                Some((i, Ok(()))) => placed.push((k, scratch.nodes[i].name.clone())),
+                Some((_, Err(message))) => failed.push((k, message, Vec::new())),
                 None => {
-                    let mut plugins: Vec<&'static str> = ev.rejected.iter().map(|(_, s)| s.plugin).collect();
+                    let mut plugins: Vec<&'static str> = ev
+                        .rejected
+                        .iter()
+                        .map(|(_, s)| s.plugin)
+                        .filter(|p| within.is_none() || *p != COSCHEDULING)
+                        .collect();
                     plugins.sort_unstable();
                     plugins.dedup();
-                    failed.push((attempt, ev.failure_message().unwrap_or_default(), plugins));
+                    let message = match within {
+                        Some(_) => super::topology::domain_message(&ev, size),
+                        None => ev.failure_message().unwrap_or_default(),
+                    };
+                    failed.push((k, message, plugins));
                 }
             }
         }
-        let preemptions = if placed.len() < need { self.preempt_group(scratch, &failed) } else { None };
-        GroupPlan { group, need, placed, failed, preemptions }
+        (placed, failed)
     }
 
     /// Under the state lock: assumes and reserves every placed member (all of them, or,
     /// if the cluster changed so that one no longer can be, none), or parks the group.
     pub fn finish_group(&mut self, engine: &mut Engine, plan: GroupPlan, now: Instant) -> Vec<Cycle> {
-        let GroupPlan { group, need, placed, failed, preemptions } = plan;
+        let GroupPlan { group, need, placed, failed, preemptions, message: constrained } = plan;
         let mut cycles = Vec::new();
         if placed.len() >= need {
             let mut reserved: Vec<(Attempt, String, Arc<PodInfo>)> = Vec::new();
@@ -183,7 +227,8 @@ impl Cycler {
         // Too few fit: preempt for the whole group or not at all, and the whole group
         // waits (for the victims to go, or for a cluster change).
         let why = failed.first().map(|(_, m, _)| m.clone()).unwrap_or_default();
-        let mut message = format!("pod group {group:?}: {} of the {need} pods it needs fit; {why}", placed.len());
+        let mut message = constrained
+            .unwrap_or_else(|| format!("pod group {group:?}: {} of the {need} pods it needs fit; {why}", placed.len()));
         if preemptions.is_some() {
             message.push_str(" The group preempts lower-priority pods for the members that do not fit.");
         }
@@ -215,19 +260,22 @@ impl Cycler {
     }
 
     /// DefaultPreemption for a group as a whole: each member that did not fit, in turn,
-    /// gets a node by evicting lower-priority pods (or fits once earlier victims are gone),
-    /// with the members before it placed; `None` unless every one of them does.
-    fn preempt_group(
+    /// gets a node (among those `within` allows, when given) by evicting lower-priority
+    /// pods (or fits once earlier victims are gone), with the members before it placed;
+    /// `None` unless every one of them does.
+    pub(super) fn preempt_members(
         &mut self,
         mut scratch: Snapshot,
-        failed: &[(Attempt, String, Vec<&'static str>)],
+        failed: &[&Attempt],
+        within: Option<&Within>,
     ) -> Option<Vec<Preempted>> {
         failed.first()?;
         let mut out = Vec::new();
-        for (attempt, ..) in failed {
+        for attempt in failed {
             let pod = &attempt.queued.pod;
             let profile = &self.profiles[attempt.profile];
-            let ev = evaluate(profile, pod, &scratch, &mut self.rng, EvaluateOptions::default());
+            let opts = EvaluateOptions { within: within.cloned(), ..Default::default() };
+            let ev = evaluate(profile, pod, &scratch, &mut self.rng, opts);
             let (i, victims) = match ev.selected.filter(|_| ev.error.is_none()) {
                 Some(i) => (i, Vec::new()),
                 None => match run_post_filters(profile, pod, &mut scratch, &ev, &mut self.rng) {
@@ -296,7 +344,14 @@ pub struct GroupAttempt {
     /// Members that must be placed (the minimum less those already running).
     need: usize,
     members: Vec<Attempt>,
+    /// The node label whose one domain must hold the group, if constrained.
+    topology: Option<String>,
 }
+
+/// A member placed: its index among the members, and its node.
+pub(super) type Placed = (usize, String);
+/// A member not placed: its index, its message and the plugins that turned it away.
+pub(super) type Failed = (usize, String, Vec<&'static str>);
 
 /// What deciding a group found, to be applied under the lock.
 #[derive(Debug)]
@@ -306,6 +361,8 @@ pub struct GroupPlan {
     placed: Vec<(Attempt, String)>,
     failed: Vec<(Attempt, String, Vec<&'static str>)>,
     preemptions: Option<Vec<Preempted>>,
+    /// The message of a constrained group that no domain holds.
+    message: Option<String>,
 }
 
 impl GroupPlan {

@@ -464,7 +464,7 @@ fn pods_no_extender_judges_keep_the_equivalence_cache_and_make_no_call() {
     let mut rng = SmallRng::seed_from_u64(1);
     let mut cache = algorithms::framework::EquivalenceCache::new();
     let opts = EvaluateOptions::default();
-    let ev = algorithms::framework::evaluate_cached(&profile, &plain, &snap, &mut rng, opts, &mut cache);
+    let ev = algorithms::framework::evaluate_cached(&profile, &plain, &snap, &mut rng, opts.clone(), &mut cache);
     assert!(ev.selected.is_some());
     assert!(calls.verbs().is_empty());
     // The extender rejects every node for the GPU pod (it answers with none).
