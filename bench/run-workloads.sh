@@ -49,11 +49,27 @@ done
 gang_table="| workload | nodes | jobs | jobs placed | jobs placed in part | GPUs allocated when the first job is refused | GPUs allocated at the end | pods/s | p50 ms | p99 ms | peak MiB |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${gang_rows}"
-python3 - "$table" "$gang_table" <<'PY'
+# Topology-aware gangs: GangTrainingTopology with the default and the gpu profile.
+topology_rows=""
+for profile in default gpu; do
+  echo "running GangTrainingTopology with the $profile profile" >&2
+  flags=()
+  [ "$profile" = gpu ] && flags=(--config deploy/examples/gpu-profile.yaml)
+  topology_rows+=$("$bin" simulate --workload GangTrainingTopology "${flags[@]}" --output json --seed 1 "$@" \
+    | python3 bench/gang_summary.py "GangTrainingTopology, $profile profile" --racks 64)$'\n'
+done
+topology_table="| workload | nodes | jobs | jobs placed | jobs placed in part | jobs across racks | GPUs allocated when the first job is refused | GPUs allocated at the end | pods/s | p50 ms | p99 ms | peak MiB |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+${topology_rows}"
+python3 - "$table" "$gang_table" "$topology_table" <<'PY'
 import re, sys
 text = open("README.md").read()
 for (start, end), table in zip(
-    [("<!-- perf-table-start -->", "<!-- perf-table-end -->"), ("<!-- gang-table-start -->", "<!-- gang-table-end -->")],
+    [
+        ("<!-- perf-table-start -->", "<!-- perf-table-end -->"),
+        ("<!-- gang-table-start -->", "<!-- gang-table-end -->"),
+        ("<!-- topology-table-start -->", "<!-- topology-table-end -->"),
+    ],
     sys.argv[1:],
 ):
     table = table.rstrip() + "\n"

@@ -173,7 +173,7 @@ impl Engine {
         let group = self.groups.gang_of(&pod).map(|(g, _)| g).filter(|_| !self.queue.contains(&pod.key()));
         self.queue.add(pod, now);
         if let Some(g) = group {
-            for key in self.queue.keys_where(|p| gang::group_of(p).as_deref() == Some(g.as_str())) {
+            for key in self.queue.keys_where(|p| gang::is_member(p, &g)) {
                 self.queue.activate(&key, now);
             }
         }

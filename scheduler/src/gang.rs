@@ -109,6 +109,17 @@ pub fn group_of(pod: &PodInfo) -> Option<String> {
     Some(format!("{}/{name}", pod.namespace))
 }
 
+/// Whether `pod` names the group `namespace/name` (through either API), without
+/// allocating: the queue asks it of every pending pod.
+pub fn is_member(pod: &PodInfo, group: &str) -> bool {
+    let Some((ns, name)) = group.split_once('/') else { return false };
+    let own = pod
+        .scheduling_group
+        .as_deref()
+        .or_else(|| pod.labels.get(POD_GROUP_LABEL).map(String::as_str).filter(|g| !g.is_empty()));
+    own == Some(name) && pod.namespace == ns
+}
+
 /// Reads a `scheduling.k8s.io/v1alpha2` PodGroup: its `namespace/name`, and its spec when
 /// its policy is gang (`None` for the basic policy).
 pub fn parse_kube_pod_group(v: &Value) -> Result<(String, Option<PodGroupSpec>), String> {

@@ -429,17 +429,14 @@ fn run_workload(
     if let Some(e) = bad {
         bail!("failed to read a generated pod: {e}");
     }
+    let pod_groups = w.pod_group_specs();
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
         pods: Vec::new(),
         namespaces: w.cluster.namespaces,
         workloads: Default::default(),
         budgets: Default::default(),
-        pod_groups: w
-            .pod_groups
-            .iter()
-            .map(|(key, min)| (key.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
-            .collect(),
+        pod_groups,
         kube_pod_groups: Vec::new(),
         volumes: w.volumes,
         dra: w.dra,

@@ -284,28 +284,31 @@ fn gang_training_places_every_job_whole_or_not_at_all() {
     }
 }
 
+/// A gang workload's cluster (measured pods pending, PodGroups known), and its groups'
+/// sizes by job name.
+fn gang_cluster(
+    w: scheduler::synthetic::workloads::Workload,
+    name: &str,
+) -> (std::collections::BTreeMap<String, u32>, scheduler::cluster::ParsedCluster) {
+    let sizes = w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
+    let objects = ClusterObjects {
+        pod_groups: w.pod_group_specs(),
+        nodes: w.cluster.nodes,
+        pods: w.measured_pods,
+        namespaces: w.cluster.namespaces,
+        dra: w.dra,
+        ..Default::default()
+    };
+    (sizes, parse_cluster(&objects, name).unwrap())
+}
+
 /// Runs a GangTraining variant at 200 nodes and 300 pods: the pods placed per job, each
 /// job checked whole, and the report.
 fn gang_run(
     name: &str,
     profiles: Vec<algorithms::Profile>,
 ) -> (std::collections::BTreeMap<String, u32>, SimulationReport) {
-    let w = workload(name, Some(200), Some(300)).unwrap();
-    let sizes: std::collections::BTreeMap<String, u32> =
-        w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
-    let objects = ClusterObjects {
-        nodes: w.cluster.nodes,
-        pods: w.measured_pods,
-        namespaces: w.cluster.namespaces,
-        pod_groups: w
-            .pod_groups
-            .iter()
-            .map(|(k, min)| (k.clone(), scheduler::gang::PodGroupSpec::with_min(*min)))
-            .collect(),
-        dra: w.dra,
-        ..Default::default()
-    };
-    let parsed = parse_cluster(&objects, name).unwrap();
+    let (sizes, parsed) = gang_cluster(workload(name, Some(200), Some(300)).unwrap(), name);
     let opts = SimulateOptions { seed: 1, ..Default::default() };
     let r = run_phased(profiles, parsed, Vec::new(), &opts);
     let mut placed: std::collections::BTreeMap<String, u32> = Default::default();
@@ -537,4 +540,28 @@ fn gpu_packing_places_the_same_pods_with_gpus_from_resource_slices() {
         assert_eq!(scheduled[0], scheduled[1], "{scheduled:?}");
         assert!(scheduled[0].1 > 0, "the workload runs out of GPUs: {scheduled:?}");
     }
+}
+
+/// GangTrainingTopology at 256 nodes (four racks of 64) and 1,500 pods: every job is
+/// placed whole inside one rack or not at all, and some are refused once the racks fill.
+#[test]
+fn topology_constrained_jobs_stay_inside_one_rack() {
+    use scheduler::synthetic::workloads::{RACK_LABEL, RACK_SIZE};
+    let w = workload("GangTrainingTopology", Some(256), Some(1500)).unwrap();
+    assert_eq!(w.topology_key.as_deref(), Some(RACK_LABEL));
+    let (sizes, parsed) = gang_cluster(w, "GangTrainingTopology");
+    let r = run_phased(vec![default_profile("custom-scheduler")], parsed, Vec::new(), &SimulateOptions::default());
+    let mut racks: std::collections::BTreeMap<String, std::collections::BTreeSet<usize>> = Default::default();
+    for (key, node) in r.placements.iter().filter(|(k, _)| k.contains("/gang-")) {
+        let job = key.trim_start_matches("sched-perf/").splitn(3, '-').take(2).collect::<Vec<_>>().join("-");
+        let index: usize = node.trim_start_matches("node-").parse().unwrap();
+        racks.entry(job).or_default().insert(index / RACK_SIZE);
+    }
+    assert!(racks.len() > 5, "{racks:?}");
+    for (job, r) in &racks {
+        assert_eq!(r.len(), 1, "{job} spans racks {r:?}");
+    }
+    assert!(racks.len() < sizes.len(), "the racks fill before the stream ends");
+    let refused = r.failures.iter().find(|(k, _)| k.contains("/gang-")).map(|(_, m)| m.clone()).unwrap();
+    assert!(refused.contains(&format!("no {RACK_LABEL} domain fits all")), "{refused}");
 }

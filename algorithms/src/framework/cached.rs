@@ -131,7 +131,9 @@ pub fn evaluate_cached(
 ) -> Evaluation {
     let n = snapshot.nodes.len();
     // Extenders judge outside the process, so their answers are never cached.
-    if nodes_to_find(profile.percentage_of_nodes_to_score, n) < n
+    // A restricted attempt judges a few nodes: nothing to reuse.
+    if opts.within.is_some()
+        || nodes_to_find(profile.percentage_of_nodes_to_score, n) < n
         || profile.scores.len() > 16
         || profile.extenders.as_ref().is_some_and(|x| x.applies_to(pod))
     {
@@ -142,7 +144,6 @@ pub fn evaluate_cached(
     let pre = pre_filter_all(profile, pod, snapshot, &mut ev, n, &|k| k);
     ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
     let Some((fstates, allowed)) = pre else { return ev };
-    let allowed = super::run::restrict(allowed, &opts.within);
 
     // Node-local filters form the leading run of the profile; the rest always run.
     let local_filters = profile.filters.iter().take_while(|f| f.node_local()).count();

@@ -53,10 +53,10 @@ pub struct Evaluation {
 /// Options for one attempt.
 #[derive(Debug, Clone, Default)]
 pub struct EvaluateOptions {
-    /// Only these nodes (by name) may be chosen, with the plugin named as turning the
-    /// others down (a topology-constrained gang tried one domain at a time); the rest of
-    /// the cluster still counts for spreading and affinity.
-    pub within: Option<(Arc<HashSet<String>>, &'static str)>,
+    /// Only these nodes (indexes into the snapshot) are judged and may be chosen (a
+    /// topology-constrained gang tried one domain at a time); PreFilter still sees the
+    /// whole cluster, so pods everywhere count for spreading and affinity.
+    pub within: Option<Arc<Vec<usize>>>,
     /// Score even when only one node is feasible (kube-scheduler skips it; `explain` wants it).
     pub always_score: bool,
     /// Where the search starts when only a share of the nodes is to be found: kube-scheduler
@@ -308,15 +308,6 @@ pub(crate) fn pre_filter_all(
     })
 }
 
-/// The PreFilters' node set cut down to the attempt's own, when it has one.
-pub(crate) fn restrict(allowed: Allowed, within: &Option<(Arc<HashSet<String>>, &'static str)>) -> Allowed {
-    let Some((only, plugin)) = within else { return allowed };
-    Some(match allowed {
-        None => ((**only).clone(), *plugin),
-        Some((names, p)) => (names.intersection(only).cloned().collect(), p),
-    })
-}
-
 /// The status of a node a PreFilter's node set leaves out.
 pub(crate) fn outside_allowed(allowed: &Allowed, node: &NodeInfo) -> Option<Status> {
     let (names, plugin) = allowed.as_ref()?;
@@ -408,7 +399,6 @@ fn filter_from(
     let pre = pre_filter_all(profile, pod, snapshot, &mut ev, n, &node_at);
     ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
     let Some((states, allowed)) = pre else { return ev };
-    let allowed = restrict(allowed, &opts.within);
 
     // Nodes with nominated pods, looked up by name once per attempt rather than per node.
     let nominated = nominated_mask(snapshot);
@@ -447,7 +437,7 @@ pub fn evaluate(
     rng: &mut impl Rng,
     opts: EvaluateOptions,
 ) -> Evaluation {
-    let mut ev = filter_from(profile, pod, snapshot, None, &opts);
+    let mut ev = filter_from(profile, pod, snapshot, opts.within.as_deref().map(Vec::as_slice), &opts);
     if let Some(x) = &profile.extenders
         && ev.error.is_none()
         && !ev.feasible.is_empty()

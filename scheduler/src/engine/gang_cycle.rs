@@ -74,7 +74,7 @@ impl Cycler {
         now: Instant,
     ) -> Result<GroupAttempt, Box<Cycle>> {
         let api = gang::api_of(&first.queued.pod);
-        let in_group = |p: &PodInfo| gang::api_of(p) == api && gang::group_of(p).as_deref() == Some(group);
+        let in_group = |p: &PodInfo| gang::api_of(p) == api && gang::is_member(p, group);
         let running = self.snapshot.nodes.iter().flat_map(|n| n.pods.iter()).filter(|p| in_group(p)).count();
         let pending = engine.queue.keys_where(in_group);
         let min = spec.min_member as usize;
@@ -111,7 +111,7 @@ impl Cycler {
             }
             None => {
                 let mut scratch = self.snapshot.clone();
-                let (placed, failed) = self.place_members(&mut scratch, &members, None, 0);
+                let (placed, failed) = self.place_members(&mut scratch, &members, None);
                 let preemptions = if placed.len() < need {
                     let failing: Vec<&Attempt> = failed.iter().map(|f| &members[f.0]).collect();
                     self.preempt_members(scratch, &failing, None)
@@ -127,15 +127,14 @@ impl Cycler {
         GroupPlan { group, need, placed, failed, preemptions, message }
     }
 
-    /// Places `members` in turn on `scratch` (only on nodes `within` allows, when given,
-    /// a domain of `size` nodes): the members placed (by index, with their node), and
-    /// those not (with their message and the plugins that turned them away).
+    /// Places `members` in turn on `scratch` (only on the nodes `within` names, when
+    /// given): the members placed (by index, with their node), and those not (with their
+    /// message and the plugins that turned them away).
     pub(super) fn place_members(
         &mut self,
         scratch: &mut Snapshot,
         members: &[Attempt],
         within: Option<&Within>,
-        size: usize,
     ) -> (Vec<Placed>, Vec<Failed>) {
         let mut placed: Vec<Placed> = Vec::new();
         let mut failed: Vec<Failed> = Vec::new();
@@ -155,10 +154,7 @@ impl Cycler {
                         .collect();
                     plugins.sort_unstable();
                     plugins.dedup();
-                    let message = match within {
-                        Some(_) => super::topology::domain_message(&ev, size),
-                        None => ev.failure_message().unwrap_or_default(),
-                    };
+                    let message = ev.failure_message().unwrap_or_default();
                     failed.push((k, message, plugins));
                 }
             }

@@ -3,28 +3,27 @@
 //!
 //! The candidate domains are the label's values among the nodes. A domain whose free
 //! amount of the group's dominant resource (the device resource its members ask for, else
-//! CPU) is below what the group needs is skipped at once; in each other domain the
-//! members are placed one after another exactly as for any gang (filters, scores, Reserve
-//! plugins, each member seeing those before it), choosing only among the domain's nodes
-//! while the rest of the cluster still counts for spreading and affinity. Of the domains
-//! that hold the group, the tightest wins: the one left with the least free amount of the
-//! dominant resource, so that large domains stay whole for large groups (ties: the first
-//! by name). When none holds it, preemption is tried one domain at a time (most members
+//! CPU) is below what the group needs, or, when every member asks the same amount, whose
+//! nodes have room for fewer members, is skipped at once. The others are tried tightest
+//! first (the least free amount of the dominant resource, which placing the group lowers
+//! by the same amount anywhere; ties: the first by name), so that large domains stay whole
+//! for large groups: in each the members are placed one after another exactly as for any
+//! gang (filters, scores, Reserve plugins, each member seeing those before it), judging
+//! only the domain's nodes while the rest of the cluster still counts for spreading and
+//! affinity, and the first domain that holds the group takes it. When none holds it, preemption is tried one domain at a time (most members
 //! placed first), so that victims come from one domain only; otherwise the group waits
 //! with a message naming the key and the best domain's shortfall.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use algorithms::framework::FitSummary;
-use algorithms::{Evaluation, NodeInfo, Snapshot};
+use algorithms::{NodeInfo, Snapshot};
 
 use super::gang_cycle::{COSCHEDULING, Failed, Placed};
 use super::{Attempt, Cycler, Preempted};
 
-/// The nodes a constrained member may be placed on, with the plugin named as turning the
-/// others down.
-pub type Within = (Arc<HashSet<String>>, &'static str);
+/// The nodes (indexes into the snapshot) a constrained member may be placed on.
+pub type Within = Arc<Vec<usize>>;
 
 /// One domain of the topology key: its value and its nodes.
 struct Domain {
@@ -34,16 +33,13 @@ struct Domain {
 
 /// The key's domains among the snapshot's nodes, by value.
 fn domains(snapshot: &Snapshot, key: &str) -> Vec<Domain> {
-    let mut by_value: BTreeMap<&str, HashSet<String>> = BTreeMap::new();
-    for n in &snapshot.nodes {
+    let mut by_value: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, n) in snapshot.nodes.iter().enumerate() {
         if let Some(v) = n.labels.get(key) {
-            by_value.entry(v.as_str()).or_default().insert(n.name.clone());
+            by_value.entry(v.as_str()).or_default().push(i);
         }
     }
-    by_value
-        .into_iter()
-        .map(|(v, nodes)| Domain { value: v.to_string(), within: (Arc::new(nodes), COSCHEDULING) })
-        .collect()
+    by_value.into_iter().map(|(v, nodes)| Domain { value: v.to_string(), within: Arc::new(nodes) }).collect()
 }
 
 /// What a member asks for of a resource (CPU in millicores).
@@ -86,25 +82,11 @@ struct Trial {
     within: Within,
     placed: Vec<Placed>,
     failed: Vec<Failed>,
-    scratch: Snapshot,
+    /// The snapshot the members were placed on, once tried.
+    scratch: Option<Snapshot>,
     left: i64,
     /// Why it was not tried (the cheap bound), if it was not.
     skipped: Option<String>,
-}
-
-/// A member's failure inside a domain, as a FailedScheduling message over its nodes only.
-pub(super) fn domain_message(ev: &Evaluation, size: usize) -> String {
-    if let Some(e) = &ev.error {
-        return format!("running {} plugin failed: {}", e.plugin, e.message());
-    }
-    let mut reasons = BTreeMap::new();
-    for (_, st) in ev.rejected.iter().filter(|(_, st)| st.plugin != COSCHEDULING) {
-        for r in &st.reasons {
-            *reasons.entry(r.to_string()).or_insert(0) += 1;
-        }
-    }
-    FitSummary { num_nodes: size, reasons, prefilter_message: ev.fit_summary().and_then(|s| s.prefilter_message) }
-        .message()
 }
 
 /// How a constrained group came out: the chosen domain's placements (or the one its
@@ -119,12 +101,10 @@ pub(super) struct Outcome {
 impl Cycler {
     /// Places the members in the trial's domain, on its snapshot.
     fn try_trial(&mut self, trial: &mut Trial, members: &[Attempt], resource: &str) {
-        let size = trial.within.0.len();
-        let (placed, failed) = self.place_members(&mut trial.scratch, members, Some(&trial.within), size);
-        let within = &trial.within.0;
-        trial.left =
-            trial.scratch.nodes.iter().filter(|n| within.contains(&n.name)).map(|n| free_on(n, resource)).sum();
-        (trial.placed, trial.failed, trial.skipped) = (placed, failed, None);
+        let mut scratch = self.snapshot.clone();
+        let (placed, failed) = self.place_members(&mut scratch, members, Some(&trial.within));
+        trial.left = trial.within.iter().map(|&i| free_on(&scratch.nodes[i], resource)).sum();
+        (trial.placed, trial.failed, trial.skipped, trial.scratch) = (placed, failed, None, Some(scratch));
     }
 
     /// Places a group constrained to one domain of `key` (see the module's text).
@@ -134,32 +114,45 @@ impl Cycler {
         let mut wanted: Vec<i64> = members.iter().map(|m| request(m, &resource)).collect();
         wanted.sort_unstable();
         let needs: i64 = wanted.iter().take(need).sum();
-        let mut trials: Vec<Trial> = Vec::new();
-        for d in domains(&snapshot, key) {
-            let nodes: Vec<&Arc<NodeInfo>> = snapshot.nodes.iter().filter(|n| d.within.0.contains(&n.name)).collect();
-            let free: i64 = nodes.iter().map(|n| free_on(n, &resource)).sum();
-            let mut trial = Trial {
-                value: d.value,
-                within: d.within,
-                placed: Vec::new(),
-                failed: Vec::new(),
-                scratch: snapshot.clone(),
-                left: free,
-                skipped: None,
-            };
-            if free < needs {
-                trial.skipped = Some(format!("needs {needs} {resource}, {free} free"));
-                trials.push(trial);
+        // Members asking the same amount (a training job's workers): a node holds as many
+        // as fit in what it has free, which rules out domains fragmented across nodes.
+        let each = wanted.first().copied().filter(|&w| w > 0 && wanted.iter().all(|&x| x == w));
+        let mut trials: Vec<Trial> = domains(&snapshot, key)
+            .into_iter()
+            .map(|d| {
+                let free: i64 = d.within.iter().map(|&i| free_on(&snapshot.nodes[i], &resource)).sum();
+                let room =
+                    |w: i64| -> i64 { d.within.iter().map(|&i| free_on(&snapshot.nodes[i], &resource) / w).sum() };
+                let skipped = if free < needs {
+                    Some(format!("needs {needs} {resource}, {free} free"))
+                } else {
+                    let short = each.filter(|&w| room(w) < need as i64);
+                    short.map(|w| format!("room for {} of {need} pods of {w} {resource}", room(w)))
+                };
+                Trial {
+                    value: d.value,
+                    within: d.within,
+                    placed: Vec::new(),
+                    failed: Vec::new(),
+                    scratch: None,
+                    left: free,
+                    skipped,
+                }
+            })
+            .collect();
+        // Placing the group takes the same amount of the dominant resource in any domain,
+        // so the tightest is the one with the least free now: try the domains in that
+        // order (then by name) and take the first that holds the group.
+        trials.sort_by(|a, b| a.left.cmp(&b.left).then(a.value.cmp(&b.value)));
+        for k in 0..trials.len() {
+            if trials[k].skipped.is_some() {
                 continue;
             }
-            self.try_trial(&mut trial, members, &resource);
-            trials.push(trial);
-        }
-        // The first minimum is the first by name: trials are in name order.
-        let fitting = trials.iter().enumerate().filter(|(_, t)| t.skipped.is_none() && t.placed.len() >= need);
-        if let Some(i) = fitting.min_by_key(|(_, t)| t.left).map(|(i, _)| i) {
-            let t = trials.swap_remove(i);
-            return Outcome { placed: t.placed, failed: t.failed, preemptions: None, message: None };
+            self.try_trial(&mut trials[k], members, &resource);
+            if trials[k].placed.len() >= need {
+                let t = trials.swap_remove(k);
+                return Outcome { placed: t.placed, failed: t.failed, preemptions: None, message: None };
+            }
         }
         // No domain holds the group. Preemption may make room where the bound saw none
         // free: with lower-priority pods about, every domain is tried for it.
@@ -194,7 +187,8 @@ impl Cycler {
         if lower {
             for t in trials.iter().filter(|t| t.skipped.is_none()) {
                 let failed: Vec<&Attempt> = t.failed.iter().map(|f| &members[f.0]).collect();
-                if let Some(p) = self.preempt_members(t.scratch.clone(), &failed, Some(&t.within)) {
+                let scratch = t.scratch.clone().unwrap_or_else(|| self.snapshot.clone());
+                if let Some(p) = self.preempt_members(scratch, &failed, Some(&t.within)) {
                     let (placed, failed) = (t.placed.clone(), t.failed.clone());
                     return Outcome { placed, failed, preemptions: Some(p), message: Some(message) };
                 }

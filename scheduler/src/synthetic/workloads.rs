@@ -28,10 +28,26 @@ pub struct Workload {
     pub measured_pods: Vec<core::Pod>,
     /// PodGroups (`namespace/name`, minMember) of gang workloads.
     pub pod_groups: Vec<(String, u32)>,
+    /// The node label one domain of which must hold each PodGroup, if they are constrained.
+    pub topology_key: Option<String>,
     /// Claims, storage classes and CSI objects of volume workloads.
     pub volumes: algorithms::volumes::VolumeState,
     /// ResourceSlices, DeviceClasses, templates and claims of DRA workloads.
     pub dra: algorithms::dra::DraState,
+}
+
+impl Workload {
+    /// The PodGroups' specs (`namespace/name`), held to the topology key when there is one.
+    pub fn pod_group_specs(&self) -> Vec<(String, crate::gang::PodGroupSpec)> {
+        let spec = |min: u32| {
+            let s = crate::gang::PodGroupSpec::with_min(min);
+            match &self.topology_key {
+                Some(k) => s.within(k),
+                None => s,
+            }
+        };
+        self.pod_groups.iter().map(|(k, min)| (k.clone(), spec(*min))).collect()
+    }
 }
 
 /// The label naming a pod's PodGroup.
@@ -62,7 +78,15 @@ pub const WORKLOADS: &[(&str, usize, usize, usize)] = &[
     ("ExtendedResource_25Classes", 500, 2500, 2500),
     ("SchedulingGpuPacking/dra", 5000, 0, 2000),
     ("GangTraining/dra", 5000, 0, 3000),
+    ("GangTrainingTopology", 4096, 0, 20000),
 ];
+
+/// The rack label of GangTrainingTopology.
+pub const RACK_LABEL: &str = "topology.kubernetes.io/rack";
+/// The block label of GangTrainingTopology (eight racks a block).
+pub const BLOCK_LABEL: &str = "topology.kubernetes.io/block";
+/// Nodes per rack in GangTrainingTopology.
+pub const RACK_SIZE: usize = 64;
 
 /// The suffix of the GPU workloads whose GPUs a DRA driver publishes in ResourceSlices
 /// (a DeviceClass serving `nvidia.com/gpu`) instead of the nodes' allocatable.
@@ -217,6 +241,10 @@ pub fn generate(
         gang_training(&mut w, n, m, &mut on_measured);
         return Some(w);
     }
+    if canonical == "GangTrainingTopology" {
+        gang_training_topology(&mut w, n, m, &mut on_measured);
+        return Some(w);
+    }
     let gpu = canonical == "SchedulingGpu";
     let consumable = canonical == CONSUMABLE;
     let partitionable = canonical == PARTITIONABLE;
@@ -348,10 +376,39 @@ fn pvc_world(nodes: usize, init: usize, measured: usize) -> algorithms::volumes:
 fn gang_training(w: &mut Workload, n: usize, m: usize, on_measured: &mut impl FnMut(core::Pod)) {
     w.cluster.nodes =
         (0..n).map(|i| if i % 10 == 0 { gpu_node(i, "64", "512Gi") } else { base_node(i).build() }).collect();
+    training_jobs(w, m, |job| (2 + (job * 7) % 15, [1, 2, 4, 8][(job * 3) % 4]), on_measured);
+}
+
+/// GangTrainingTopology: every node has 8 GPUs, in racks of 64 nodes (eight racks a
+/// block); jobs of 2-64 workers of 1, 2, 4 or 8 GPUs, each held to one rack, every job
+/// followed by four CPU pods, until `m` pods.
+fn gang_training_topology(w: &mut Workload, n: usize, m: usize, on_measured: &mut impl FnMut(core::Pod)) {
+    w.cluster.nodes = (0..n)
+        .map(|i| {
+            base_node(i)
+                .capacity("64", "512Gi", "110")
+                .resource(GPU, "8")
+                .taint(GPU, "present", "NoSchedule")
+                .label(RACK_LABEL, &format!("rack-{}", i / RACK_SIZE))
+                .label(BLOCK_LABEL, &format!("block-{}", i / (8 * RACK_SIZE)))
+                .build()
+        })
+        .collect();
+    w.topology_key = Some(RACK_LABEL.to_string());
+    training_jobs(w, m, |job| (2 + (job * 13) % 63, [1, 2, 4, 8][(job * 3) % 4]), on_measured);
+}
+
+/// The stream of training jobs: job `j` has `shape(j)` = (workers, GPUs each).
+fn training_jobs(
+    w: &mut Workload,
+    m: usize,
+    shape: impl Fn(usize) -> (usize, usize),
+    on_measured: &mut impl FnMut(core::Pod),
+) {
     let (mut made, mut job, mut seq) = (0, 0, 0);
     while made < m {
-        let size = (2 + (job * 7) % 15).min(m - made);
-        let gpus = [1, 2, 4, 8][(job * 3) % 4];
+        let (size, gpus) = shape(job);
+        let size = size.min(m - made);
         let group = format!("gang-{job}");
         w.pod_groups.push((format!("sched-perf/{group}"), size as u32));
         for k in 0..size {
