@@ -5,7 +5,6 @@
 
 mod realapi;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use algorithms::builders::{NodeBuilder, PodBuilder};
@@ -13,25 +12,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::discovery::pinned_kind;
+use realapi::gang::{NS, bound, scheduled_condition};
 use realapi::{Ours, events_about, plane};
-use testing::api::{self, node_of};
-
-const NS: &str = "default";
+use testing::api;
 
 fn member(name: &str, group: &str) -> Pod {
     let b = PodBuilder::new(name).namespace(NS).scheduler("custom-scheduler").req("3", "1Gi");
     if group.is_empty() { b.build() } else { b.label(scheduler::gang::POD_GROUP_LABEL, group).build() }
-}
-
-/// Where each pod whose name starts with `prefix` is bound (unbound ones left out).
-async fn bound(client: &kube::Client, prefix: &str) -> BTreeMap<String, String> {
-    api::pods(client, NS)
-        .await
-        .unwrap()
-        .iter()
-        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
-        .filter_map(|p| Some((p.metadata.name.clone()?, node_of(p)?.to_string())))
-        .collect()
 }
 
 /// Applies deploy/crds' PodGroup CRD and waits until the kind is served.
@@ -43,13 +30,6 @@ async fn install_pod_group_crd(client: &kube::Client) -> kube::discovery::ApiRes
         pinned_kind(client, &scheduler::run::pod_groups::gvk()).await.ok().map(|(ar, _)| ar)
     })
     .await
-}
-
-/// The message of the pod's `PodScheduled` condition, as the scheduler last wrote it.
-async fn scheduled_condition(client: &kube::Client, name: &str) -> Option<String> {
-    let pod = Api::<Pod>::namespaced(client.clone(), NS).get(name).await.ok()?;
-    let conditions = pod.status?.conditions?;
-    conditions.into_iter().find(|c| c.type_ == "PodScheduled")?.message
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,21 +133,10 @@ async fn gangs_are_bound_whole_or_not_at_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_pod_groups_are_bound_whole_or_not_at_all() {
     let test = "kubernetes_pod_groups_are_bound_whole_or_not_at_all";
-    let opts = testing::ControlPlaneOptions {
-        apiserver_args: vec![
-            "--feature-gates=GenericWorkload=true,GangScheduling=true".into(),
-            "--runtime-config=scheduling.k8s.io/v1alpha2=true".into(),
-        ],
-    };
-    let Some(p) = realapi::plane_with(test, opts).await else {
+    let Some((p, groups)) = realapi::gang::kube_pod_group_plane(test, "").await else {
         return;
     };
     let client = &p.client;
-    let ar = api::wait_for("the scheduling.k8s.io PodGroup kind served", Duration::from_secs(30), || async {
-        pinned_kind(client, &scheduler::run::pod_groups::kube_gvk()).await.ok().map(|(ar, _)| ar)
-    })
-    .await;
-    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
     for (name, min) in [("fits", 2), ("too-big", 3)] {
         let pg: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
@@ -209,14 +178,7 @@ async fn kubernetes_pod_groups_are_bound_whole_or_not_at_all() {
     .await;
     assert!(bound(client, "too-big-").await.is_empty());
     // Each group's PodGroupScheduled condition says so.
-    let condition = |name: &'static str| {
-        let groups = groups.clone();
-        async move {
-            let o = groups.get_status(name).await.ok()?;
-            let conditions = o.data["status"]["conditions"].as_array()?.clone();
-            conditions.into_iter().find(|c| c["type"] == "PodGroupScheduled")
-        }
-    };
+    let condition = |name: &'static str| realapi::gang::group_condition(&groups, name);
     let fits = api::wait_for("group fits' condition", Duration::from_secs(10), || condition("fits")).await;
     assert_eq!(fits["status"], "True", "{fits}");
     let big = api::wait_for("group too-big's condition", Duration::from_secs(10), || async {

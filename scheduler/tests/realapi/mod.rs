@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod dra;
+pub mod gang;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
