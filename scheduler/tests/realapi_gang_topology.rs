@@ -91,4 +91,16 @@ async fn a_rack_constrained_pod_group_is_bound_inside_one_rack() {
     })
     .await;
     assert_eq!(train["type"], "PodGroupScheduled", "{train}");
+    // The refused group's condition, and its first member's, end with the decision rather
+    // than an earlier count of members.
+    let decided = |m: &str| m.contains("no example.com/rack domain fits all 30 pods");
+    let big = api::wait_for("group too-big's condition with the decision", Duration::from_secs(15), || async {
+        condition("too-big").await.filter(|c| c["message"].as_str().is_some_and(decided))
+    })
+    .await;
+    assert_eq!((&big["status"], &big["reason"]), (&"False".into(), &"Unschedulable".into()), "{big}");
+    api::wait_for("too-big-0's condition with the decision", Duration::from_secs(15), || async {
+        scheduled_condition(client, "too-big-0").await.filter(|m| decided(m))
+    })
+    .await;
 }

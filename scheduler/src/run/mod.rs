@@ -24,13 +24,13 @@ pub mod pod_groups;
 pub mod preempt;
 pub mod relist;
 mod scheduling;
+mod serial;
 pub mod server;
 pub mod state;
 mod storage;
 pub mod watches;
 pub mod workloads;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -317,11 +317,11 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
         let host =
             binder::ApiHost::new(client.clone(), shared.clone(), opts.bind_concurrency).with_reporter(reporter.clone());
-        // The latest unschedulable report of each pod: reports run concurrently, and an
-        // older one that has not been written yet is dropped rather than written over a
-        // newer one.
-        let latest: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-        let mut reports: u64 = 0;
+        // Each pod's unschedulable reports, and each PodGroup's condition, are written in
+        // the order they were decided: they run concurrently, and an older one must not
+        // land over a newer one.
+        let latest = serial::Serial::default();
+        let groups_written = serial::Serial::default();
         tokio::spawn(async move {
             while let Some(work) = work_rx.recv().await {
                 match work {
@@ -358,19 +358,20 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                         tokio::spawn(async move { r.scheduler_error(&pod, &message).await });
                     }
                     Work::GroupScheduled(group, verdict) => {
-                        tokio::spawn(pod_groups::write_condition(client.clone(), group, verdict));
+                        // Decisions about one group are written in order: the last stays.
+                        let ticket = groups_written.ticket(&group);
+                        let (c, serial) = (client.clone(), groups_written.clone());
+                        tokio::spawn(async move {
+                            let key = group.clone();
+                            serial.run(&key, ticket, || pod_groups::write_condition(c, group, verdict)).await;
+                        });
                     }
                     Work::Unschedulable(pod, message, nomination) => {
                         let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
-                        reports += 1;
-                        let this = reports;
-                        latest.lock().unwrap_or_else(|e| e.into_inner()).insert(pod.key(), this);
+                        let key = pod.key();
+                        let this = latest.ticket(&key);
                         let latest = latest.clone();
                         tokio::spawn(async move {
-                            let key = pod.key();
-                            let current = || {
-                                latest.lock().unwrap_or_else(|e| e.into_inner()).get(&key).is_none_or(|&n| n == this)
-                            };
                             let nominated = match &nomination {
                                 Nomination::Preempted(p) => Some(Some(p.node.as_str())),
                                 Nomination::Cleared => Some(None),
@@ -378,12 +379,14 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             };
                             // A preemption's nomination is written whatever came after it.
                             let preempted = matches!(nomination, Nomination::Preempted(_));
-                            r.unschedulable(&pod, &message, nominated, &|| preempted || current()).await;
-                            {
-                                let mut l = latest.lock().unwrap_or_else(|e| e.into_inner());
-                                if l.get(&key) == Some(&this) {
-                                    l.remove(&key);
-                                }
+                            let current = || preempted || latest.is_latest(&key, this);
+                            // A pod's reports are written one at a time, in the order they
+                            // were decided (an older one overtaken is dropped).
+                            let report = || r.unschedulable(&pod, &message, nominated, &current);
+                            if preempted {
+                                report().await;
+                            } else {
+                                latest.run(&key, this, report).await;
                             }
                             if let Nomination::Released(writes) = &nomination {
                                 release(c.clone(), s.clone(), &pod, writes).await;
