@@ -18,7 +18,7 @@ pub const MAX_PODS_DIAGNOSED: usize = 2000;
 pub struct NodeUse {
     /// Node name.
     pub name: String,
-    /// Its zone, or empty.
+    /// Its zone (or its value of the label the run groups nodes by), or empty.
     pub zone: String,
     /// Allocatable per resource.
     pub allocatable: Vec<i64>,
@@ -62,6 +62,9 @@ pub struct RunDetail {
     pub pending: Vec<PendingPod>,
     /// Profiles: scheduler name, filter plugins, score plugins with weights.
     pub profiles: Vec<ProfileSummary>,
+    /// The node label the nodes are grouped by: the zone, or the topology key the run's
+    /// PodGroups are held to.
+    pub group_label: String,
 }
 
 /// The configuration a profile ran with.
@@ -180,7 +183,9 @@ pub fn collect(
     resources: Vec<String>,
     failures: &BTreeMap<String, String>,
     pods: &HashMap<String, Arc<PodInfo>>,
+    group_by: Option<&str>,
 ) -> RunDetail {
+    let label = group_by.unwrap_or(ZONE_LABEL);
     let columns = device_columns(snapshot, &resources);
     let nodes = snapshot
         .nodes
@@ -189,7 +194,7 @@ pub fn collect(
             let after = amounts(snapshot, n, &resources, &columns, true);
             NodeUse {
                 name: n.name.clone(),
-                zone: n.labels.get(ZONE_LABEL).cloned().unwrap_or_default(),
+                zone: n.labels.get(label).cloned().unwrap_or_default(),
                 allocatable: amounts(snapshot, n, &resources, &columns, false),
                 before: before.get(&n.name).cloned().unwrap_or_else(|| vec![0; resources.len()]),
                 after,
@@ -205,7 +210,8 @@ pub fn collect(
             PendingPod { pod: key.clone(), message: message.clone(), top_plugin }
         })
         .collect();
-    RunDetail { resources, nodes, pending, profiles: profiles.iter().map(ProfileSummary::of).collect() }
+    let profiles = profiles.iter().map(ProfileSummary::of).collect();
+    RunDetail { resources, nodes, pending, profiles, group_label: label.to_string() }
 }
 
 /// The filter plugin that rejects `pod` on the most nodes of `snapshot`.

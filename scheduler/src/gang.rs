@@ -207,6 +207,11 @@ impl Groups {
         self.specs.get(&(api, key.to_string()))?.as_ref()
     }
 
+    /// The topology key PodGroups are held to (the first by name, if they differ).
+    pub fn topology_key(&self) -> Option<&str> {
+        self.specs.values().flatten().filter_map(|s| s.topology_key.as_deref()).min()
+    }
+
     /// The group `pod` is a gang member of: it names a gang group the scheduler knows.
     pub fn gang_of(&self, pod: &PodInfo) -> Option<(String, PodGroupSpec)> {
         let key = group_of(pod)?;

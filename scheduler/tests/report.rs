@@ -205,3 +205,23 @@ fn a_dra_workload_report_shows_each_node_devices_of_a_class() {
         .sum();
     assert!(held > 0 && held == taken, "held {held}, taken {taken}");
 }
+
+/// With PodGroups held to racks, the heatmaps group the nodes by rack.
+#[test]
+fn a_topology_workload_report_groups_nodes_by_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("racks.html");
+    let out = bin()
+        .args(["simulate", "--workload", "GangTrainingTopology", "--nodes", "128", "--pods", "300"])
+        .args(["--output", "json", "--seed", "1", "--report"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = parse(&page);
+    let text: String = doc.root_element().text().collect();
+    assert!(text.contains("Utilization by rack"), "no rack grouping");
+    for rack in ["rack-0", "rack-1"] {
+        assert!(text.contains(rack), "no {rack} in the report");
+    }
+}

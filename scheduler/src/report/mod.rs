@@ -53,7 +53,16 @@ fn percent(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
 }
 
-/// Heatmaps of every resource, before and after, by zone.
+/// What the nodes are grouped by: `zone`, or the last part of the topology key
+/// (`rack` for `topology.kubernetes.io/rack`).
+fn group_name(d: &RunDetail) -> &str {
+    if d.group_label.is_empty() || d.group_label == crate::detail::ZONE_LABEL {
+        return "zone";
+    }
+    d.group_label.rsplit('/').next().unwrap_or(&d.group_label)
+}
+
+/// Heatmaps of every resource, before and after, by zone (or topology domain).
 fn utilization(d: &RunDetail) -> Markup {
     let (zones, members) = heatmap::by_zone(d.nodes.iter().map(|n| n.zone.as_str()));
     html! {
@@ -82,7 +91,7 @@ fn utilization(d: &RunDetail) -> Markup {
             }
             (heatmap::legend(top))
             table.zones {
-                thead { tr { th { "zone" } th.num { "nodes" } th.num { "before" } th.num { "after" } } }
+                thead { tr { th { (group_name(d)) } th.num { "nodes" } th.num { "before" } th.num { "after" } } }
                 tbody {
                     @for (z, zone) in zones.iter().enumerate() {
                         @let idx = &members[z];
@@ -216,7 +225,7 @@ pub fn simulate_html(source: &RunSource, r: &SimulationReport) -> String {
             h2 { "Pending pods (" (r.unschedulable) ")" }
             @if d.pending.is_empty() { p.muted { "Every pod found a node." } } @else { (pending(d)) }
         }
-        section id="utilization" { h2 { "Utilization by zone" } (utilization(d)) }
+        section id="utilization" { h2 { "Utilization by " (group_name(d)) } (utilization(d)) }
         section id="placements-section" { h2 { "Placements (" (r.placements.len()) ")" } (placements(r, &zone_of)) }
         @if !r.preemptions.is_empty() {
             section id="preemptions" {

@@ -499,8 +499,15 @@ pub fn run_streamed(
     report.never_created = steady.map_or(0, |s| s.remaining());
     if let Some((before, resources)) = before {
         let snap = engine.cache.full_snapshot();
-        report.detail =
-            Some(crate::detail::collect(&engine.profiles, &snap, &before, resources, &report.failures, &pods_by_key));
+        report.detail = Some(crate::detail::collect(
+            &engine.profiles,
+            &snap,
+            &before,
+            resources,
+            &report.failures,
+            &pods_by_key,
+            engine.groups.topology_key(),
+        ));
     }
     report
 }
