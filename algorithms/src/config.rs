@@ -242,13 +242,15 @@ pub fn default_profile_with(scheduler_name: &str, gates: FeatureGates) -> Profil
 }
 
 fn check_name(profile: &str, name: &str) -> Result<(), ConfigError> {
-    if name == "*" || registry::is_known(name) || ACCEPTED_WITHOUT_EFFECT.contains(&name) {
+    let placement = crate::placement::PLACEMENT_SCORES.contains(&name);
+    if name == "*" || registry::is_known(name) || ACCEPTED_WITHOUT_EFFECT.contains(&name) || placement {
         return Ok(());
     }
     let mut known: Vec<&str> = registry::DEFAULT_FILTERS.to_vec();
     known.extend(registry::DEFAULT_SCORES.iter().map(|(n, _)| *n).filter(|n| !registry::has_filter(n)));
     known.extend(registry::OPTIONAL_SCORES);
     known.extend(registry::DEFAULT_POST_FILTERS);
+    known.extend(crate::placement::PLACEMENT_SCORES.iter().filter(|n| !registry::is_known(n)));
     Err(ConfigError::UnknownPlugin { profile: profile.into(), plugin: name.into(), known: known.join(", ") })
 }
 
@@ -273,6 +275,67 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
     }
 }
 
+/// Plugins only a `placementScore` stanza may name, named elsewhere; and plugins named in
+/// `placementScore` that have no placement score.
+fn check_placement_names(profile: &str, plugins: &Plugins) -> Result<(), ConfigError> {
+    use crate::placement::{NODE_RESOURCES_FIT, PLACEMENT_SCORES};
+    let only_placement = |n: &str| PLACEMENT_SCORES.contains(&n) && n != NODE_RESOURCES_FIT;
+    let sets = [("multiPoint", &plugins.multi_point), ("filter", &plugins.filter), ("score", &plugins.score)];
+    let others = plugins.other.iter().map(|(k, v)| (k.as_str(), v));
+    for (point, set) in sets.into_iter().chain(others) {
+        for r in &set.enabled {
+            let wrong = if point == "placementScore" {
+                r.name != "*" && !PLACEMENT_SCORES.contains(&r.name.as_str())
+            } else {
+                only_placement(&r.name)
+            };
+            if wrong {
+                return Err(ConfigError::Invalid(format!(
+                    "profile {profile:?}: plugin {} has no {point} extension point",
+                    r.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The profile's placementScore plugins: `TightestFit` and `PodGroupPodsCount` unless the
+/// stanza says otherwise;
+/// `NodeResourcesFit` packs the resources of its own `scoringStrategy.resources`.
+fn placement_scores(
+    profile: &str,
+    set: &PluginSet,
+    fit_args: Option<&serde_json::Value>,
+) -> Result<Vec<crate::placement::WeightedPlacementScore>, ConfigError> {
+    use crate::placement::{PLACEMENT_SCORES, PlacementScorer, TIGHTEST_FIT, WeightedPlacementScore};
+    let mut list: Vec<(String, i64)> =
+        crate::placement::default_placement_scores().iter().map(|w| (w.scorer.name().to_string(), w.weight)).collect();
+    apply(&mut list, set, |n| PLACEMENT_SCORES.contains(&n));
+    let mut out = Vec::new();
+    for (n, weight) in list {
+        if !(1..=100).contains(&weight) {
+            return Err(ConfigError::Invalid(format!(
+                "profile {profile:?}: placementScore plugin {n} weight {weight} must be in 1..=100"
+            )));
+        }
+        let scorer = match n.as_str() {
+            TIGHTEST_FIT => PlacementScorer::TightestFit,
+            crate::placement::POD_GROUP_PODS_COUNT => PlacementScorer::PodGroupPodsCount,
+            _ => {
+                use crate::plugins::node_resources_fit::{NAME, NodeResourcesFitArgs, checked_resources};
+                let to_config = |source| ConfigError::Args { profile: profile.to_string(), source };
+                let args: NodeResourcesFitArgs = registry::parse(NAME, fit_args).map_err(to_config)?;
+                let resources = args.scoring_strategy.map(|s| s.resources).unwrap_or_default();
+                let resources = checked_resources(resources, "scoringStrategy.resources").map_err(to_config)?;
+                PlacementScorer::NodeResourcesFit(resources.into_iter().map(|r| (r.name, r.weight)).collect())
+            }
+        };
+        out.push(WeightedPlacementScore { scorer, weight });
+    }
+    Ok(out)
+}
+
 fn build_profile(
     p: &ProfileConfig,
     global_pct: Option<u32>,
@@ -286,6 +349,7 @@ fn build_profile(
             check_name(&name, &r.name)?;
         }
     }
+    check_placement_names(&name, &p.plugins)?;
     let mut filters: Vec<(String, i64)> = registry::DEFAULT_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
     let mut scores: Vec<(String, i64)> = registry::DEFAULT_SCORES.iter().map(|(n, w)| (n.to_string(), *w)).collect();
     if gates.storage_capacity_scoring {
@@ -339,6 +403,7 @@ fn build_profile(
     if let Some(v) = &fit_args {
         args.insert(fit, v);
     }
+    let placement_scores = placement_scores(&name, point("placementScore"), args.get(fit).copied())?;
     let mut cache: HashMap<String, registry::Built> = HashMap::new();
     let mut get = |n: &str| -> Result<registry::Built, ConfigError> {
         if let Some(b) = cache.get(n) {
@@ -360,6 +425,7 @@ fn build_profile(
         filters: Vec::new(),
         scores: Vec::new(),
         percentage_of_nodes_to_score: p.percentage_of_nodes_to_score.or(global_pct),
+        placement_scores,
         ..Default::default()
     };
     for (n, _) in &filters {
@@ -581,5 +647,78 @@ mod tests {
         assert!(fits(true));
         // simulate, explain and the extender itself check them.
         assert!(!fits(false));
+    }
+}
+
+#[cfg(test)]
+mod placement_config_tests {
+    use super::*;
+    use crate::placement::{PlacementScorer, WeightedPlacementScore};
+
+    fn profile(plugins: serde_json::Value) -> Result<Profile, ConfigError> {
+        let c: SchedulerConfiguration = serde_json::from_value(serde_json::json!({
+            "profiles": [{"schedulerName": "custom-scheduler", "plugins": plugins, "pluginConfig": [{
+                "name": "NodeResourcesFit",
+                "args": {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs",
+                         "scoringStrategy": {"type": "LeastAllocated",
+                                             "resources": [{"name": "nvidia.com/gpu", "weight": 3}]}}
+            }]}]
+        }))
+        .unwrap();
+        c.build_profiles().map(|mut p| p.remove(0))
+    }
+
+    fn ws(scorer: PlacementScorer, weight: i64) -> WeightedPlacementScore {
+        WeightedPlacementScore { scorer, weight }
+    }
+
+    #[test]
+    fn tightest_fit_and_the_pod_count_are_the_default_placement_scores() {
+        let default = vec![ws(PlacementScorer::TightestFit, 1), ws(PlacementScorer::PodGroupPodsCount, 1)];
+        assert_eq!(default_profile("x").placement_scores, default);
+        // kube-scheduler's own file lists an empty stanza: the default stays.
+        let p = profile(serde_json::json!({"placementScore": {}})).unwrap();
+        assert_eq!(p.placement_scores, default);
+    }
+
+    #[test]
+    fn kube_schedulers_placement_scores_replace_or_join_the_default() {
+        let gpu = vec![("nvidia.com/gpu".to_string(), 3)];
+        let p = profile(serde_json::json!({"placementScore": {
+            "disabled": [{"name": "*"}],
+            "enabled": [{"name": "NodeResourcesFit", "weight": 2}, {"name": "PodGroupPodsCount"}]
+        }}))
+        .unwrap();
+        assert_eq!(
+            p.placement_scores,
+            vec![ws(PlacementScorer::NodeResourcesFit(gpu), 2), ws(PlacementScorer::PodGroupPodsCount, 1)]
+        );
+        let p = profile(serde_json::json!({"placementScore": {
+            "disabled": [{"name": "TightestFit"}],
+            "enabled": [{"name": "PodGroupPodsCount", "weight": 5}]
+        }}))
+        .unwrap();
+        assert_eq!(p.placement_scores, vec![ws(PlacementScorer::PodGroupPodsCount, 5)]);
+        // NodeResourcesFit keeps its pod scores when it also scores placements.
+        assert!(p.scores.iter().any(|s| s.plugin.name() == "NodeResourcesFit"));
+    }
+
+    #[test]
+    fn placement_scores_are_checked_by_name_point_and_weight() {
+        let err = profile(serde_json::json!({"placementScore": {"enabled": [{"name": "NodeAffinity"}]}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("NodeAffinity has no placementScore extension point"), "{err}");
+        let err =
+            profile(serde_json::json!({"score": {"enabled": [{"name": "TightestFit"}]}})).unwrap_err().to_string();
+        assert!(err.contains("TightestFit has no score extension point"), "{err}");
+        let err =
+            profile(serde_json::json!({"placementScore": {"enabled": [{"name": "PodGroupPodsCount", "weight": 101}]}}))
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("placementScore plugin PodGroupPodsCount weight 101"), "{err}");
+        let err =
+            profile(serde_json::json!({"placementScore": {"enabled": [{"name": "Bogus"}]}})).unwrap_err().to_string();
+        assert!(err.contains("Bogus") && err.contains("PodGroupPodsCount"), "{err}");
     }
 }

@@ -125,6 +125,11 @@ impl Snapshot {
         self.index.get(name).and_then(|i| self.nodes.get(*i))
     }
 
+    /// A node's index by name.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// Number of nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()

@@ -74,6 +74,8 @@ pub struct Cache {
     namespaces: HashMap<String, Labels>,
     workloads: Arc<WorkloadSelectors>,
     pods: HashMap<String, PodState>,
+    /// Placed members of pod groups: by (API, group), each member's node by pod key.
+    groups: HashMap<(crate::gang::Api, String), HashMap<String, String>>,
     /// Bound pods whose node has not been seen yet, by node name.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     dirty: HashSet<usize>,
@@ -158,6 +160,9 @@ impl Cache {
         let removed = self.nodes.remove(i);
         // Pods still bound to the node wait for it (or their deletion) like any orphan.
         let orphans: Vec<Arc<PodInfo>> = removed.pods.clone();
+        for pod in &orphans {
+            self.unindex_member(pod);
+        }
         if !orphans.is_empty() {
             self.orphans.insert(name.to_string(), orphans);
         }
@@ -192,6 +197,10 @@ impl Cache {
 
     fn place(&mut self, pod: Arc<PodInfo>, node: &str) -> Result<(), CacheError> {
         let i = *self.index.get(node).ok_or_else(|| CacheError::UnknownNode(node.to_string()))?;
+        if let Some(group) = crate::gang::group_of(&pod) {
+            let members = self.groups.entry((crate::gang::api_of(&pod), group)).or_default();
+            members.insert(pod.key(), node.to_string());
+        }
         Arc::make_mut(&mut self.nodes[i]).add_pod(pod);
         self.dirty.insert(i);
         Ok(())
@@ -202,7 +211,29 @@ impl Cache {
         let (ns, name) = key.split_once('/')?;
         let removed = Arc::make_mut(&mut self.nodes[i]).remove_pod(ns, name);
         self.dirty.insert(i);
+        if let Some(pod) = &removed {
+            self.unindex_member(pod);
+        }
         removed
+    }
+
+    /// Drops a pod from the placed members of its group.
+    fn unindex_member(&mut self, pod: &PodInfo) {
+        let Some(group) = crate::gang::group_of(pod) else { return };
+        let at = (crate::gang::api_of(pod), group);
+        if let Some(members) = self.groups.get_mut(&at) {
+            members.remove(&pod.key());
+            if members.is_empty() {
+                self.groups.remove(&at);
+            }
+        }
+    }
+
+    /// The nodes the placed (bound or assumed) members of a pod group are on, one entry
+    /// per member.
+    pub fn group_nodes(&self, api: crate::gang::Api, group: &str) -> Vec<&str> {
+        let at = (api, group.to_string());
+        self.groups.get(&at).map(|m| m.values().map(String::as_str).collect()).unwrap_or_default()
     }
 
     /// Records a pod bound to a node (from the watch). Confirms an assumed pod. A pod
@@ -391,6 +422,33 @@ mod tests {
 
     fn node(name: &str) -> NodeInfo {
         NodeInfo::from_node(&NodeBuilder::new(name).build()).unwrap()
+    }
+
+    #[test]
+    fn each_groups_placed_members_are_kept_by_node() {
+        use crate::gang::{Api, POD_GROUP_LABEL};
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        c.upsert_node(node("b"));
+        let member = |n: &str| PodBuilder::new(n).label(POD_GROUP_LABEL, "job").info();
+        c.assume(&member("m0"), "a").unwrap();
+        let mut bound = member("m1");
+        bound.node_name = Some("b".into());
+        c.add_pod(bound).unwrap();
+        c.assume(&PodBuilder::new("other").info(), "a").unwrap();
+        let mut nodes = c.group_nodes(Api::SchedulerPlugins, "default/job");
+        nodes.sort_unstable();
+        assert_eq!(nodes, vec!["a", "b"]);
+        assert!(c.group_nodes(Api::Kubernetes, "default/job").is_empty());
+        c.forget("default/m0");
+        assert_eq!(c.group_nodes(Api::SchedulerPlugins, "default/job"), vec!["b"]);
+        // A removed node takes its members out; they return with it.
+        c.remove_node("b");
+        assert!(c.group_nodes(Api::SchedulerPlugins, "default/job").is_empty());
+        c.upsert_node(node("b"));
+        assert_eq!(c.group_nodes(Api::SchedulerPlugins, "default/job"), vec!["b"]);
+        c.remove_pod("default/m1");
+        assert!(c.group_nodes(Api::SchedulerPlugins, "default/job").is_empty());
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod topology;
 
 pub use gang_cycle::{COSCHEDULING, GroupAttempt, GroupPlan};
 use topology::Within;
+pub use topology::{DomainVerdict, Verdict};
 
 use crate::cache::Cache;
 use crate::gang::{self, Groups};
@@ -173,7 +174,7 @@ impl Engine {
         let group = self.groups.gang_of(&pod).map(|(g, _)| g).filter(|_| !self.queue.contains(&pod.key()));
         self.queue.add(pod, now);
         if let Some(g) = group {
-            for key in self.queue.keys_where(|p| gang::is_member(p, &g)) {
+            for key in self.queue.group_keys(&g, |p| gang::is_member(p, &g)) {
                 self.queue.activate(&key, now);
             }
         }

@@ -55,6 +55,60 @@ pub struct ExplainReport {
     /// Score plugin weights, for readers of the table.
     #[serde(skip)]
     pub weights: Vec<(String, i64)>,
+    /// For a member of a pod group held to one topology domain: how the group's domains
+    /// were judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupExplain>,
+}
+
+/// How a topology-constrained pod group would be placed: every candidate domain's verdict.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupExplain {
+    /// `namespace/name` of the PodGroup.
+    pub group: String,
+    /// The node label whose one domain must hold the group.
+    pub topology_key: String,
+    /// Pending members judged together.
+    pub members: usize,
+    /// Members that must be placed (the minimum less those already running).
+    pub need: usize,
+    /// The domain the group would go to.
+    pub chosen: Option<String>,
+    /// Where each member would go, as `namespace/name` to node.
+    pub placements: BTreeMap<String, String>,
+    /// Why the group would wait, when it would.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The candidate domains, in the order they were judged.
+    pub domains: Vec<DomainRow>,
+    /// placementScore plugin weights, for readers of the table.
+    #[serde(skip)]
+    pub weights: Vec<(String, i64)>,
+}
+
+/// One candidate domain of a constrained group.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainRow {
+    /// The label's value.
+    pub domain: String,
+    /// Its nodes.
+    pub nodes: usize,
+    /// `chosen`, `feasible`, `too few fit`, `skipped` or `not tried`.
+    pub verdict: String,
+    /// Members placed in it, when tried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placed: Option<usize>,
+    /// Why it was skipped, or why its first member that did not fit did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Placement scores (0-100 before weighting), when it holds the group.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub scores: BTreeMap<String, i64>,
+    /// Weighted total, when it holds the group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
 }
 
 /// The preemption `explain` foresees.
@@ -120,6 +174,7 @@ pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64)
         selected_node: ev.selected.map(name),
         message,
         weights: profile.scores.iter().map(|s| (s.plugin.name().to_string(), s.weight)).collect(),
+        group: None,
     }
 }
 
@@ -133,6 +188,8 @@ fn short(plugin: &str) -> &str {
         "InterPodAffinity" => "PodAff",
         "NodeResourcesBalancedAllocation" => "Balanced",
         "ImageLocality" => "Image",
+        "TightestFit" => "Tightest",
+        "PodGroupPodsCount" => "PodsCount",
         other => other,
     }
 }
@@ -243,6 +300,9 @@ pub fn render_table(r: &ExplainReport, color: bool) -> String {
             paint.line(&mut out, style, line);
         }
     }
+    if let Some(g) = &r.group {
+        render_group(&mut out, &paint, g);
+    }
     if !r.failed_nodes.is_empty() {
         let mut rows = vec![vec!["NODE".into(), "PLUGIN".into(), "REASON".into(), "DETAIL".into()]];
         let mut styles = vec![Paint::HEADER];
@@ -265,6 +325,62 @@ pub fn render_table(r: &ExplainReport, color: bool) -> String {
         }
     }
     out
+}
+
+/// The group's section of the table: its verdict, then one row per candidate domain.
+fn render_group(out: &mut String, paint: &Paint, g: &GroupExplain) {
+    out.push('\n');
+    match &g.chosen {
+        Some(d) => paint.line(
+            out,
+            Paint::SELECTED,
+            &format!(
+                "Pod group {} ({} pending, {} needed) would be placed in {} {d}.",
+                g.group, g.members, g.need, g.topology_key
+            ),
+        ),
+        None => paint.line(
+            out,
+            Paint::REJECTED.bold(),
+            &format!(
+                "Pod group {} ({} pending, {} needed) fits no {} domain.",
+                g.group, g.members, g.need, g.topology_key
+            ),
+        ),
+    }
+    if let Some(m) = &g.message {
+        out.push_str(m);
+        out.push('\n');
+    }
+    let mut header = vec!["DOMAIN".to_string(), "NODES".into(), "VERDICT".into(), "PLACED".into(), "TOTAL".into()];
+    header.extend(g.weights.iter().map(|(p, w)| format!("{}×{w}", short(p))));
+    header.push("REASON".into());
+    let mut rows = vec![header];
+    let mut styles = vec![Paint::HEADER];
+    for d in &g.domains {
+        let mut row = vec![
+            d.domain.clone(),
+            d.nodes.to_string(),
+            d.verdict.clone(),
+            d.placed.map(|p| p.to_string()).unwrap_or_default(),
+            d.total.map(|t| t.to_string()).unwrap_or_default(),
+        ];
+        row.extend(g.weights.iter().map(|(p, _)| d.scores.get(p).map(|v| v.to_string()).unwrap_or_default()));
+        row.push(d.reason.clone().unwrap_or_default());
+        rows.push(row);
+        styles.push(match d.verdict.as_str() {
+            "chosen" => Paint::SELECTED,
+            "feasible" => Paint::FITS,
+            "not tried" => Style::new(),
+            _ => Paint::REJECTED,
+        });
+    }
+    let last = rows[0].len() - 1;
+    let right: Vec<bool> = (0..rows[0].len()).map(|c| c != 0 && c != 2 && c != last).collect();
+    out.push_str(&format!("\n{} domains (placement scores are 0-100 before weighting):\n", g.topology_key));
+    for (line, style) in table(&rows, &right).iter().zip(styles) {
+        paint.line(out, style, line);
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +411,7 @@ mod tests {
             message: None,
             preemption: None,
             weights: vec![("NodeResourcesFit".into(), 1)],
+            group: None,
         }
     }
 

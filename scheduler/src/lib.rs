@@ -8,6 +8,7 @@ pub mod config_file;
 pub mod detail;
 pub mod engine;
 pub mod explain;
+pub mod explain_group;
 pub mod extender_mode;
 pub mod extenders;
 pub mod gang;

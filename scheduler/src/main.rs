@@ -564,7 +564,14 @@ fn run_explain(
         }
     };
     let snapshot = parsed.snapshot();
-    let report = explain::explain(profile, &pod, &snapshot, seed);
+    let mut report = explain::explain(profile, &pod, &snapshot, seed);
+    if scheduler::gang::group_of(&pod).is_some() {
+        // A member of a group held to one topology domain: the whole group judged.
+        let mut whole = cluster::parse_cluster(&objects, &cluster_path.display().to_string())?;
+        whole.bound.retain(|p| p.key() != key);
+        whole.pending.retain(|p| p.key() != key);
+        report.group = scheduler::explain_group::explain_group(&profiles, whole, &pod, seed);
+    }
     if let Some(path) = report_path {
         let nodes: Vec<(String, String)> = snapshot
             .nodes

@@ -8,7 +8,7 @@
 //! simulations that run on a virtual clock.
 
 use std::cmp::Reverse;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,8 @@ pub struct SchedulingQueue {
     /// Parked pods: since when, and whether a PreEnqueue plugin gated them (never tried).
     unschedulable: HashMap<String, Parked>,
     pods: HashMap<String, QueuedPod>,
+    /// Queued members of pod groups: pod keys by group (`namespace/name`).
+    groups: HashMap<String, HashSet<String>>,
     seq: u64,
     initial_backoff: Duration,
     max_backoff: Duration,
@@ -118,6 +120,7 @@ impl SchedulingQueue {
             backoff: PriorityQueue::new(),
             unschedulable: HashMap::new(),
             pods: HashMap::new(),
+            groups: HashMap::new(),
             seq: 0,
             initial_backoff,
             max_backoff: max_backoff.max(initial_backoff),
@@ -171,13 +174,19 @@ impl SchedulingQueue {
                 let changed = q.pod.signature_key != pod.signature_key
                     || q.pod.labels != pod.labels
                     || q.pod.resource_claims != pod.resource_claims;
-                q.pod = pod;
+                let regroup = crate::gang::group_of(&q.pod) != crate::gang::group_of(&pod);
+                let old = std::mem::replace(&mut q.pod, pod.clone());
+                if regroup {
+                    self.unindex(&key, &old);
+                    self.index(&key, &pod);
+                }
                 if changed && self.unschedulable.remove(&key).is_some() {
                     self.backoff.push(key.clone(), Reverse(now));
                     self.came("PodUpdate", "backoff");
                 }
             }
             None => {
+                self.index(&key, &pod);
                 self.pods.insert(key.clone(), QueuedPod { pod, attempts: 0, rejected_by: Vec::new(), first_seen: now });
                 self.active.push(key, order);
                 self.came("PodAdd", "active");
@@ -187,7 +196,9 @@ impl SchedulingQueue {
 
     /// Removes a pod (deleted, or bound by someone else).
     pub fn delete(&mut self, key: &str) {
-        self.pods.remove(key);
+        if let Some(q) = self.pods.remove(key) {
+            self.unindex(key, &q.pod);
+        }
         self.active.remove(key);
         self.backoff.remove(key);
         self.unschedulable.remove(key);
@@ -241,7 +252,9 @@ impl SchedulingQueue {
 
     /// The pod was scheduled (assumed); the queue forgets it.
     pub fn done(&mut self, key: &str) {
-        self.pods.remove(key);
+        if let Some(q) = self.pods.remove(key) {
+            self.unindex(key, &q.pod);
+        }
         self.land(key);
     }
 
@@ -311,6 +324,11 @@ impl SchedulingQueue {
     pub fn requeue(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Instant) {
         let key = pod.key();
         self.land(&key);
+        if let Some(q) = self.pods.get(&key) {
+            let old = q.pod.clone();
+            self.unindex(&key, &old);
+        }
+        self.index(&key, &pod);
         self.pods.insert(key.clone(), QueuedPod { pod, attempts, rejected_by: Vec::new(), first_seen: now });
         self.active.remove(&key);
         self.unschedulable.remove(&key);
@@ -480,17 +498,46 @@ impl SchedulingQueue {
     /// Keys of the queued pods (in flight included) for which `pred` holds, highest
     /// priority and then oldest first.
     pub fn keys_where(&self, pred: impl Fn(&PodInfo) -> bool) -> Vec<String> {
-        let mut found: Vec<&QueuedPod> = self.pods.values().filter(|q| pred(&q.pod)).collect();
-        found.sort_by(|a, b| {
-            b.pod
-                .priority
-                .cmp(&a.pod.priority)
-                .then(a.pod.created_nanos.cmp(&b.pod.created_nanos))
-                .then_with(|| a.pod.key().cmp(&b.pod.key()))
-        });
-        found.into_iter().map(|q| q.pod.key()).collect()
+        sorted_keys(self.pods.values().filter(|q| pred(&q.pod)).collect())
     }
 
+    /// Keys of the queued members of `group` (`namespace/name`) that `pred` accepts, in
+    /// the order [`SchedulingQueue::keys_where`] gives, without looking at other pods.
+    pub fn group_keys(&self, group: &str, pred: impl Fn(&PodInfo) -> bool) -> Vec<String> {
+        let Some(keys) = self.groups.get(group) else { return Vec::new() };
+        sorted_keys(keys.iter().filter_map(|k| self.pods.get(k)).filter(|q| pred(&q.pod)).collect())
+    }
+
+    fn index(&mut self, key: &str, pod: &PodInfo) {
+        if let Some(group) = crate::gang::group_of(pod) {
+            self.groups.entry(group).or_default().insert(key.to_string());
+        }
+    }
+
+    fn unindex(&mut self, key: &str, pod: &PodInfo) {
+        let Some(group) = crate::gang::group_of(pod) else { return };
+        if let Some(keys) = self.groups.get_mut(&group) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.groups.remove(&group);
+            }
+        }
+    }
+}
+
+/// Queued pods' keys by priority, then age, then key.
+fn sorted_keys(mut found: Vec<&QueuedPod>) -> Vec<String> {
+    found.sort_by(|a, b| {
+        b.pod
+            .priority
+            .cmp(&a.pod.priority)
+            .then(a.pod.created_nanos.cmp(&b.pod.created_nanos))
+            .then_with(|| a.pod.key().cmp(&b.pod.key()))
+    });
+    found.into_iter().map(|q| q.pod.key()).collect()
+}
+
+impl SchedulingQueue {
     /// Takes a queued pod that is not in flight, wherever it waits (active, backoff or
     /// unschedulable), as [`SchedulingQueue::pop`] would: it is in flight afterwards.
     pub fn take(&mut self, key: &str) -> Option<QueuedPod> {
@@ -523,6 +570,37 @@ mod tests {
         let mut p = PodBuilder::new(name).priority(priority).info();
         p.created_nanos = created;
         Arc::new(p)
+    }
+
+    #[test]
+    fn a_groups_queued_members_are_found_without_the_others() {
+        use crate::gang::POD_GROUP_LABEL;
+        let now = Instant::now();
+        let member = |name: &str, group: &str, created: i128| {
+            let mut p = PodBuilder::new(name).label(POD_GROUP_LABEL, group).info();
+            p.created_nanos = created;
+            Arc::new(p)
+        };
+        let mut q = SchedulingQueue::default();
+        q.add(member("b", "job", 2), now);
+        q.add(member("a", "job", 1), now);
+        q.add(member("x", "other", 0), now);
+        q.add(pod("plain", 0, 0), now);
+        assert_eq!(q.group_keys("default/job", |_| true), vec!["default/a", "default/b"]);
+        assert_eq!(q.group_keys("default/job", |p| p.name == "b"), vec!["default/b"]);
+        assert!(q.group_keys("default/none", |_| true).is_empty());
+        // A member whose label moves it to another group is found there.
+        q.add(member("b", "other", 2), now);
+        assert_eq!(q.group_keys("default/job", |_| true), vec!["default/a"]);
+        assert_eq!(q.group_keys("default/other", |_| true), vec!["default/x", "default/b"]);
+        // Scheduled, deleted or requeued: the index follows.
+        let popped = q.take("default/a").unwrap();
+        q.done("default/a");
+        assert!(q.group_keys("default/job", |_| true).is_empty());
+        q.requeue(popped.pod, 1, now);
+        assert_eq!(q.group_keys("default/job", |_| true), vec!["default/a"]);
+        q.delete("default/x");
+        assert_eq!(q.group_keys("default/other", |_| true), vec!["default/b"]);
     }
 
     #[test]

@@ -43,6 +43,16 @@ fn simulate(
     groups: &[(&str, u32)],
     dra: algorithms::dra::DraState,
 ) -> SimulationReport {
+    simulate_with(default_profile("custom-scheduler"), nodes, pods, groups, dra)
+}
+
+fn simulate_with(
+    profile: algorithms::Profile,
+    nodes: Vec<Node>,
+    pods: Vec<Pod>,
+    groups: &[(&str, u32)],
+    dra: algorithms::dra::DraState,
+) -> SimulationReport {
     let objects = ClusterObjects {
         nodes,
         pods,
@@ -54,7 +64,7 @@ fn simulate(
         ..Default::default()
     };
     let parsed = parse_cluster(&objects, "test").unwrap();
-    run(vec![default_profile("custom-scheduler")], parsed, &SimulateOptions { seed: 1, ..Default::default() })
+    run(vec![profile], parsed, &SimulateOptions { seed: 1, ..Default::default() })
 }
 
 /// The racks the placed members of `group` went to.
@@ -179,4 +189,73 @@ fn preemption_for_a_constrained_group_takes_victims_from_one_rack() {
     assert_eq!((victims.len(), victim_racks.len()), (2, 1), "{victims:?}");
     assert_eq!(racks_of(&r, "job").len(), 1, "{:?}", r.placements);
     assert_eq!(r.placements.keys().filter(|k| k.starts_with("default/job-")).count(), 2, "{:?}", r.failures);
+}
+
+/// The profile with these `placementScore` plugins (and NodeResourcesFit scoring CPU only).
+fn placement_profile(placement_score: serde_json::Value) -> algorithms::Profile {
+    let config: algorithms::config::SchedulerConfiguration = serde_json::from_value(serde_json::json!({
+        "profiles": [{
+            "schedulerName": "custom-scheduler",
+            "plugins": {"placementScore": placement_score},
+            "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                "type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}]}}}]
+        }]
+    }))
+    .unwrap();
+    config.build_profiles().unwrap().remove(0)
+}
+
+#[test]
+fn kube_schedulers_bin_packing_placement_score_can_replace_the_tightest_fit() {
+    // r0: 4 nodes of 8 CPUs, 20 held (12 free); r1: 2 nodes of 5 CPUs (10 free). Two
+    // 4-CPU members leave r1 the tightest (2 free against 4), but bring r0 to 28/32 CPUs
+    // in use (87) against r1's 8/10 (80): bin packing over the rack prefers r0.
+    let nodes = racks(&[("r0", 4, "8"), ("r1", 2, "5")]);
+    let held = [("r0-0", "8"), ("r0-1", "8"), ("r0-2", "4")]
+        .map(|(node, cpu)| PodBuilder::new(&format!("held-{node}")).req(cpu, "1Gi").node_name(node).build());
+    let pods = [members("job", 2, "4"), held.to_vec()].concat();
+    let r = simulate(nodes.clone(), pods.clone(), &[("job", 2)], Default::default());
+    assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r1".to_string()]), "{:?}", r.placements);
+    let packing = placement_profile(serde_json::json!({
+        "disabled": [{"name": "*"}],
+        "enabled": [{"name": "NodeResourcesFit"}, {"name": "PodGroupPodsCount"}]
+    }));
+    let r = simulate_with(packing, nodes, pods, &[("job", 2)], Default::default());
+    assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r0".to_string()]), "{:?}", r.placements);
+    assert_eq!(r.scheduled, 2);
+}
+
+#[test]
+fn a_rack_holding_more_of_an_elastic_group_wins_unless_the_pod_count_is_off() {
+    // minMember 2 of 4 members of 4 CPUs: r0 (2 nodes) holds 2, r1 (4 nodes) all 4. With
+    // the default scores the pod count takes r1 although r0 is tighter; without it, the
+    // tightest rack takes the two members it holds and the other two wait.
+    let nodes = racks(&[("r0", 2, "4"), ("r1", 4, "4")]);
+    let r = simulate(nodes.clone(), members("job", 4, "4"), &[("job", 2)], Default::default());
+    assert_eq!(r.scheduled, 4, "{:?}", r.failures);
+    assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r1".to_string()]));
+    let tight_only = placement_profile(serde_json::json!({"disabled": [{"name": "PodGroupPodsCount"}]}));
+    let r = simulate_with(tight_only, nodes, members("job", 4, "4"), &[("job", 2)], Default::default());
+    assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r0".to_string()]), "{:?}", r.placements);
+    assert_eq!(r.scheduled, 2);
+}
+
+#[test]
+fn late_members_join_the_rack_their_group_runs_in() {
+    // Two members of a group of minimum 2 run in r1; two more arrive. r0 is tighter and
+    // would hold them, but a group is held to one rack: they join r1.
+    let nodes = racks(&[("r0", 2, "4"), ("r1", 4, "4")]);
+    let running = (0..2).map(|i| member(&format!("job-r{i}"), "job", "4").node_name(&format!("r1-{i}")).build());
+    let pods = [members("job", 2, "4"), running.collect()].concat();
+    let r = simulate(nodes.clone(), pods, &[("job", 2)], Default::default());
+    assert_eq!(r.scheduled, 2, "{:?}", r.failures);
+    assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r1".to_string()]), "{:?}", r.placements);
+    // No room left in their rack: they wait (the group's minimum is met, so each is
+    // judged on the rack's nodes alone), although r0 is empty.
+    let running = (0..4).map(|i| member(&format!("job-r{i}"), "job", "4").node_name(&format!("r1-{i}")).build());
+    let pods = [members("job", 2, "4"), running.collect()].concat();
+    let r = simulate(nodes, pods, &[("job", 2)], Default::default());
+    assert_eq!(r.scheduled, 0);
+    let message = r.failures.values().next().unwrap();
+    assert_eq!(message, "0/4 nodes are available: 4 Insufficient cpu.");
 }

@@ -4,6 +4,7 @@ mod cached;
 mod lifecycle;
 mod normalize;
 mod parallel;
+pub mod placement_score;
 mod post_filter;
 mod rejections;
 pub(crate) mod run;
@@ -202,6 +203,9 @@ pub struct Profile {
     pub details: bool,
     /// Filters and scores outside the process (kube-scheduler's extenders), when configured.
     pub extenders: Option<Arc<dyn Extenders>>,
+    /// How the candidate domains of a topology-constrained pod group are ranked
+    /// (`placementScore`; none: the first domain that holds the group, tightest first).
+    pub placement_scores: Vec<placement_score::WeightedPlacementScore>,
 }
 
 /// Filters and scores that live outside the process, kube-scheduler's extenders: asked
@@ -245,6 +249,7 @@ impl std::fmt::Debug for Profile {
             .field("permits", &self.permits.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("pre_binds", &self.pre_binds.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("extenders", &self.extenders.is_some())
+            .field("placement_scores", &self.placement_scores)
             .finish()
     }
 }

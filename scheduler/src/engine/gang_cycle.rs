@@ -75,8 +75,13 @@ impl Cycler {
     ) -> Result<GroupAttempt, Box<Cycle>> {
         let api = gang::api_of(&first.queued.pod);
         let in_group = |p: &PodInfo| gang::api_of(p) == api && gang::is_member(p, group);
-        let running = self.snapshot.nodes.iter().flat_map(|n| n.pods.iter()).filter(|p| in_group(p)).count();
-        let pending = engine.queue.keys_where(in_group);
+        // The cache keeps each group's placed members: no scan of every pod.
+        let placed = engine.cache.group_nodes(api, group);
+        let running = placed.len();
+        let mut homes: Vec<usize> = placed.iter().filter_map(|n| self.snapshot.position(n)).collect();
+        homes.sort_unstable();
+        homes.dedup();
+        let pending = engine.queue.group_keys(group, in_group);
         let min = spec.min_member as usize;
         if running + pending.len() < min {
             let message =
@@ -94,7 +99,8 @@ impl Cycler {
             members.push(Attempt { queued, profile, started: Instant::now(), nominated: None });
         }
         let topology = spec.topology_key.clone();
-        Ok(GroupAttempt { group: group.to_string(), need: min.saturating_sub(running), members, topology })
+        let need = min.saturating_sub(running);
+        Ok(GroupAttempt { group: group.to_string(), need, scheduled: running, homes, members, topology })
     }
 
     /// Without any lock: places the members one after another on a copy of the snapshot,
@@ -103,10 +109,12 @@ impl Cycler {
     /// A group constrained to a topology domain is placed in one domain
     /// ([`super::topology`]).
     pub fn evaluate_group(&mut self, attempt: GroupAttempt) -> GroupPlan {
-        let GroupAttempt { group, need, members, topology } = attempt;
+        let GroupAttempt { group, need, scheduled, homes, members, topology } = attempt;
+        let mut domains = Vec::new();
         let (placed, failed, preemptions, message) = match &topology {
             Some(key) => {
-                let o = self.place_in_domains(&group, need, &members, key);
+                let o = self.place_in_domains(&group, (need, scheduled, &homes), &members, key);
+                domains = o.domains;
                 (o.placed, o.failed, o.preemptions, o.message)
             }
             None => {
@@ -124,7 +132,7 @@ impl Cycler {
         let mut members: Vec<Option<Attempt>> = members.into_iter().map(Some).collect();
         let placed = placed.into_iter().filter_map(|(i, node)| Some((members.get_mut(i)?.take()?, node))).collect();
         let failed = failed.into_iter().filter_map(|(i, m, p)| Some((members.get_mut(i)?.take()?, m, p))).collect();
-        GroupPlan { group, need, placed, failed, preemptions, message }
+        GroupPlan { group, need, placed, failed, preemptions, message, domains }
     }
 
     /// Places `members` in turn on `scratch` (only on the nodes `within` names, when
@@ -165,7 +173,7 @@ impl Cycler {
     /// Under the state lock: assumes and reserves every placed member (all of them, or,
     /// if the cluster changed so that one no longer can be, none), or parks the group.
     pub fn finish_group(&mut self, engine: &mut Engine, plan: GroupPlan, now: Instant) -> Vec<Cycle> {
-        let GroupPlan { group, need, placed, failed, preemptions, message: constrained } = plan;
+        let GroupPlan { group, need, placed, failed, preemptions, message: constrained, .. } = plan;
         let mut cycles = Vec::new();
         if placed.len() >= need {
             let mut reserved: Vec<(Attempt, String, Arc<PodInfo>)> = Vec::new();
@@ -339,6 +347,10 @@ pub struct GroupAttempt {
     group: String,
     /// Members that must be placed (the minimum less those already running).
     need: usize,
+    /// The group's pods already on nodes.
+    scheduled: usize,
+    /// The nodes they are on.
+    homes: Vec<usize>,
     members: Vec<Attempt>,
     /// The node label whose one domain must hold the group, if constrained.
     topology: Option<String>,
@@ -359,9 +371,31 @@ pub struct GroupPlan {
     preemptions: Option<Vec<Preempted>>,
     /// The message of a constrained group that no domain holds.
     message: Option<String>,
+    /// Each candidate domain's verdict, for a constrained group.
+    domains: Vec<super::DomainVerdict>,
 }
 
 impl GroupPlan {
+    /// The group's `namespace/name`.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The members that must be placed.
+    pub fn need(&self) -> usize {
+        self.need
+    }
+
+    /// The message when the group does not fit (constrained groups).
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// Each candidate domain's verdict (constrained groups; empty otherwise).
+    pub fn domains(&self) -> &[super::DomainVerdict] {
+        &self.domains
+    }
+
     /// The members placed, as (pod name, node), in the order they are assumed.
     pub fn placed(&self) -> Vec<(String, String)> {
         self.placed.iter().map(|(a, node)| (a.queued.pod.name.clone(), node.clone())).collect()
