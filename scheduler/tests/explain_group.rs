@@ -82,6 +82,12 @@ fn explain_shows_each_racks_verdict_and_the_chosen_one() {
     assert!(table.contains("Tightest×1") && table.contains("PodsCount×1"), "{table}");
     let r2 = table.lines().find(|l| l.starts_with("r2 ")).unwrap();
     assert!(r2.contains("skipped") && r2.contains("needs 8 cpu, 2 free"), "{table}");
+    // And the HTML report has the domains' table.
+    let html = dir.path().join("explain.html");
+    explain(&["--cluster", &cluster, "--pod", "default/job-2", "--report", html.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Pod group default/job by example.com/rack") && page.contains("domain-table"), "{page}");
+    assert!(page.contains("needs 8 cpu, 2 free") && page.contains("TightestFit ×1"));
 }
 
 #[test]

@@ -4,7 +4,7 @@ use maud::html;
 
 use super::heatmap::{self, Cell};
 use super::page;
-use crate::explain::ExplainReport;
+use crate::explain::{ExplainReport, GroupExplain};
 
 /// Colours of the verdicts.
 const SELECTED: &str = "#0b5d1e";
@@ -78,6 +78,7 @@ pub fn explain_html(r: &ExplainReport, nodes: &[(String, String)], cluster: &str
                     @if p.pdb_violations > 0 { " (" (p.pdb_violations) " against a PodDisruptionBudget)" } "." }
             }
         }
+        @if let Some(g) = &r.group { (group_section(g)) }
         section id="map" {
             h2 { "Nodes by zone" }
             p.muted { "Dark green: chosen; green: fits (darker scores higher); red: rejected; dark red: rejected and no preemption can help." }
@@ -124,4 +125,55 @@ pub fn explain_html(r: &ExplainReport, nodes: &[(String, String)], cluster: &str
     };
     let subtitle = format!("Pod {} against {cluster}.", r.pod);
     page::page(&format!("custom-scheduler explain {}", r.pod), &subtitle, body)
+}
+
+/// The pod group's domains: each one's verdict, members placed, placement scores and reason.
+fn group_section(g: &GroupExplain) -> maud::Markup {
+    html! {
+        section id="group" {
+            h2 { "Pod group " (g.group) " by " (g.topology_key) }
+            p {
+                (g.members) " pending members, " (g.need) " needed: "
+                @match &g.chosen {
+                    Some(d) => { "placed in " b { (d) } "." }
+                    None => { "no domain holds the group." }
+                }
+            }
+            @if let Some(m) = &g.message { p { (m) } }
+            div.scroll {
+                table.sortable id="domain-table" {
+                    thead {
+                        tr {
+                            th { "domain" } th.num { "nodes" } th { "verdict" } th.num { "placed" }
+                            @for (p, w) in &g.weights { th.num title=(format!("{p}, weight {w}, score 0-100 before weighting")) { (p) " ×" (w) } }
+                            th.num { "total" } th { "reason" }
+                        }
+                    }
+                    tbody {
+                        @for d in &g.domains {
+                            tr {
+                                td { (d.domain) }
+                                td.num { (d.nodes) }
+                                td class={ "verdict-" (verdict_class(&d.verdict)) } { (d.verdict) }
+                                td.num { @if let Some(p) = d.placed { (p) } }
+                                @for (p, _) in &g.weights { td.num { @if let Some(v) = d.scores.get(p) { (v) } } }
+                                td.num { @if let Some(t) = d.total { (t) } }
+                                td { @if let Some(r) = &d.reason { (r) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The page's class for a domain's verdict.
+fn verdict_class(verdict: &str) -> &'static str {
+    match verdict {
+        "chosen" => "selected",
+        "feasible" => "feasible",
+        "not tried" => "",
+        _ => "rejected",
+    }
 }
