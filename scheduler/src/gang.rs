@@ -105,19 +105,22 @@ fn topology_key(key: &Value, at: &str, group: &str) -> Result<Option<String>, St
 /// The PodGroup of `pod`, as `namespace/name`, if it names one (`spec.schedulingGroup`
 /// first, then the scheduler-plugins label).
 pub fn group_of(pod: &PodInfo) -> Option<String> {
-    let name = pod.scheduling_group.as_ref().or_else(|| pod.labels.get(POD_GROUP_LABEL).filter(|g| !g.is_empty()))?;
-    Some(format!("{}/{name}", pod.namespace))
+    group_name(pod).map(|name| format!("{}/{name}", pod.namespace))
+}
+
+/// The name (without the namespace) of the PodGroup `pod` names, if any, without
+/// allocating.
+pub fn group_name(pod: &PodInfo) -> Option<&str> {
+    pod.scheduling_group
+        .as_deref()
+        .or_else(|| pod.labels.get(POD_GROUP_LABEL).map(String::as_str).filter(|g| !g.is_empty()))
 }
 
 /// Whether `pod` names the group `namespace/name` (through either API), without
 /// allocating: the queue asks it of every pending pod.
 pub fn is_member(pod: &PodInfo, group: &str) -> bool {
     let Some((ns, name)) = group.split_once('/') else { return false };
-    let own = pod
-        .scheduling_group
-        .as_deref()
-        .or_else(|| pod.labels.get(POD_GROUP_LABEL).map(String::as_str).filter(|g| !g.is_empty()));
-    own == Some(name) && pod.namespace == ns
+    group_name(pod) == Some(name) && pod.namespace == ns
 }
 
 /// Reads a `scheduling.k8s.io/v1alpha2` PodGroup: its `namespace/name`, and its spec when

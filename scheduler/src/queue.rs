@@ -174,7 +174,8 @@ impl SchedulingQueue {
                 let changed = q.pod.signature_key != pod.signature_key
                     || q.pod.labels != pod.labels
                     || q.pod.resource_claims != pod.resource_claims;
-                let regroup = crate::gang::group_of(&q.pod) != crate::gang::group_of(&pod);
+                // The namespace of a pod never changes: comparing names is enough.
+                let regroup = crate::gang::group_name(&q.pod) != crate::gang::group_name(&pod);
                 let old = std::mem::replace(&mut q.pod, pod.clone());
                 if regroup {
                     self.unindex(&key, &old);

@@ -224,8 +224,8 @@ impl Cycler {
                 } else if free < needs {
                     Some(format!("needs {} {resource}, {} free", amount(&resource, needs), amount(&resource, free)))
                 } else {
-                    let short = each.filter(|&w| room(w) < need as i64);
-                    short.map(|w| format!("room for {} of {need} pods of {} {resource}", room(w), amount(&resource, w)))
+                    let short = each.map(|w| (w, room(w))).filter(|&(_, r)| r < need as i64);
+                    short.map(|(w, r)| format!("room for {r} of {need} pods of {} {resource}", amount(&resource, w)))
                 };
                 Trial {
                     value: d.value,
