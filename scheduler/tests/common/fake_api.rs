@@ -142,8 +142,12 @@ impl FakeApi {
     }
 
     /// Writes the kubeconfig to a temporary file and returns its path.
+    /// Each call writes its own file: a scheduler still reading an earlier one never sees it truncated.
     pub fn kubeconfig_file(&self) -> std::path::PathBuf {
-        let path = std::env::temp_dir().join(format!("fake-kubeconfig-{}-{}", std::process::id(), self.addr.port()));
+        static WRITTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("fake-kubeconfig-{}-{}-{n}", std::process::id(), self.addr.port());
+        let path = std::env::temp_dir().join(name);
         std::fs::write(&path, self.kubeconfig()).unwrap();
         path
     }
