@@ -13,6 +13,7 @@ pub mod dra_backlog;
 pub mod kube_scheduler;
 pub mod null_binder;
 pub mod process;
+pub mod server_load;
 pub mod sustained;
 pub mod tools;
 

@@ -87,6 +87,10 @@ pub trait Host: Send + Sync {
     /// The engine changed in a way the scheduling loop should look at (a pod requeued).
     fn changed(&self) {}
 
+    /// The cycle started waiting on the cluster (at Permit, or for what a PreBind
+    /// plugin wrote to take effect).
+    fn waits(&self, _pod: &PodInfo) {}
+
     /// A PreBind plugin started waiting for the cluster (a device's binding conditions):
     /// `run` says so in a `Normal` event on the pod (`reason`, `note`), as kube-scheduler.
     fn waiting(&self, _pod: &PodInfo, _reason: &str, _note: String) {}
@@ -245,6 +249,7 @@ pub fn give_up<H: Host>(host: &H, req: &BindRequest, requeue: Requeue) -> bool {
 /// Waits while a Permit plugin of the pod's profile says so; `Err` is the rejection.
 async fn wait_on_permit<H: Host>(host: &H, req: &BindRequest) -> Result<(), String> {
     let key = req.pod.key();
+    let mut announced = false;
     loop {
         let verdict = host.with_engine(|e| {
             let (deadline, wait) = e.permit_deadline(&key)?;
@@ -272,6 +277,10 @@ async fn wait_on_permit<H: Host>(host: &H, req: &BindRequest) -> Result<(), Stri
             Some(Err(message)) => return Err(message),
             Some(Ok(waiting)) => waiting,
         };
+        if !announced {
+            announced = true;
+            host.waits(&req.pod);
+        }
         if host.now() >= deadline || !host.pause().await {
             return Err(format!("rejected due to timeout after waiting {wait:?} at plugin {plugin}"));
         }
@@ -322,6 +331,7 @@ async fn run_pre_bind<H: Host>(
                 Progress::Failed(message) => return Err((failed(message), undo)),
                 Progress::Waiting if !announced => {
                     announced = true;
+                    host.waits(&req.pod);
                     if let Some((reason, note)) = plugin.waiting_event(&req.node) {
                         host.waiting(&req.pod, reason, note);
                     }

@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use super::Shared;
 use super::events::Reporter;
+use super::expectation::Expectations;
 use crate::binding::{self, ClusterApi, Finished, Host, POLL};
 pub use crate::binding::{BindOutcome, BindRequest};
 use crate::engine::Engine;
@@ -35,11 +36,8 @@ pub struct ApiHost {
     /// of pods with claims or volumes to write must not put thousands of requests in
     /// flight at once, where the API server serves them slower than a steady stream.
     write_slots: Arc<tokio::sync::Semaphore>,
-    /// Bounds the pods starting their PreBind writes (as many as the write slots): the
-    /// write slots are taken first come, first served, so without it every pending pod's
-    /// first write would queue ahead of any pod's next one and no pod would finish its
-    /// writes (and be bound) before all had started.
-    entry_slots: Arc<tokio::sync::Semaphore>,
+    /// The pods' `nominatedNodeName` expectations not yet written.
+    expectations: Arc<Expectations>,
     /// Where the cycle's events on the pod go (none for PostFilter's writes).
     reporter: Option<Arc<Reporter>>,
 }
@@ -51,7 +49,7 @@ impl ApiHost {
             client,
             shared,
             write_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))),
-            entry_slots: Arc::new(tokio::sync::Semaphore::new(writes.max(1))),
+            expectations: Arc::default(),
             reporter: None,
         }
     }
@@ -65,7 +63,9 @@ impl ApiHost {
 
 impl ClusterApi for ApiHost {
     async fn write(&self, write: &ApiWrite) -> Result<u64, String> {
+        let waiting = self.shared.foreground.waiting();
         let _slot = self.write_slots.acquire().await.map_err(|_| "the scheduler is stopping".to_string())?;
+        drop(waiting);
         let params = PatchParams::default();
         match write {
             ApiWrite::BindVolume { volume, claim } => {
@@ -180,6 +180,7 @@ impl Host for ApiHost {
     }
 
     async fn throttle(&self) {
+        let _waiting = self.shared.foreground.waiting();
         self.shared.limiter.until_ready().await;
     }
 
@@ -193,6 +194,10 @@ impl Host for ApiHost {
 
     fn changed(&self) {
         self.shared.wake();
+    }
+
+    fn waits(&self, pod: &PodInfo) {
+        self.expectations.urgent(&pod.key());
     }
 
     fn waiting(&self, pod: &PodInfo, reason: &str, note: String) {
@@ -227,44 +232,54 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
     }
 }
 
-/// Permit's wait and PreBind; `false` when the cycle ended there (reported). The pod
-/// has something to wait for: with `NominatedNodeNameForExpectation` it first carries
-/// its node in `status.nominatedNodeName`, as kube-scheduler writes it, so that cluster
-/// autoscalers and queueing controllers see where it is going while volumes are
-/// provisioned or claims written.
+/// Permit's wait and PreBind; `false` when the cycle ended there (reported). With
+/// `NominatedNodeNameForExpectation` the pod's node goes into `status.nominatedNodeName`
+/// meanwhile, as kube-scheduler writes it ([`super::expectation`]).
 pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) -> bool {
     let t0 = Instant::now();
+    let key = req.pod.key();
     if host.shared.nominate_before_waiting.load(Ordering::Relaxed)
         && req.pod.nominated_node.as_deref() != Some(&req.node)
     {
-        let _entry = host.entry_slots.acquire().await;
-        host.shared.limiter.until_ready().await;
-        let _slot = host.write_slots.acquire().await;
-        let api: Api<Pod> = Api::namespaced(host.client.clone(), &req.pod.namespace);
-        let patch = json!({"status": {"nominatedNodeName": req.node}});
-        if let Err(e) = api.patch_status(&req.pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            // As kube-scheduler, the binding cycle goes on without it.
-            warn!(pod = %req.pod.key(), node = %req.node, error = %e, "failed to set the nominated node before binding");
-        }
+        let pending = host.expectations.begin(&key);
+        let (host, req) = (host.clone(), req.clone());
+        tokio::spawn(async move {
+            let foreground = host.shared.foreground.clone();
+            pending.run(&foreground, || nominate(&host, &req)).await;
+        });
     }
     let outcome = binding::pre_bind(host, req).await;
     let status = if outcome.is_ok() { "Success" } else { "Error" };
     host.shared.metrics.extension_point("PreBind", status, &req.profile, t0.elapsed().as_secs_f64());
     match outcome {
         Ok(()) => {
-            debug!(pod = %req.pod.key(), node = %req.node, ms = t0.elapsed().as_millis() as u64, "ready to bind");
+            debug!(pod = %key, node = %req.node, ms = t0.elapsed().as_millis() as u64, "ready to bind");
             true
         }
         Err(finished) => {
+            host.expectations.finish(&key).await;
             report(host, reporter, req, finished).await;
             false
         }
     }
 }
 
+/// Writes the pod's expected node; a failure is logged and the cycle goes on, as
+/// kube-scheduler's does.
+async fn nominate(host: &ApiHost, req: &BindRequest) {
+    host.shared.limiter.until_ready().await;
+    let Ok(_slot) = host.write_slots.acquire().await else { return };
+    let api: Api<Pod> = Api::namespaced(host.client.clone(), &req.pod.namespace);
+    let patch = json!({"status": {"nominatedNodeName": req.node}});
+    if let Err(e) = api.patch_status(&req.pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        warn!(pod = %req.pod.key(), node = %req.node, error = %e, "failed to set the nominated node before binding");
+    }
+}
+
 /// The Binding, and its report.
 pub async fn bind_and_record(host: ApiHost, reporter: Arc<Reporter>, req: BindRequest) {
     let t0 = Instant::now();
+    host.expectations.finish(&req.pod.key()).await;
     let finished = binding::bind(&host, &req).await;
     if finished != Finished::Released {
         let bound = finished == Finished::Bound;

@@ -16,7 +16,9 @@
 pub mod binder;
 pub mod budgets;
 pub mod events;
+mod expectation;
 mod extended_claims;
+pub mod foreground;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
@@ -130,6 +132,8 @@ pub struct Shared {
     /// `NominatedNodeNameForExpectation`: a pod whose binding cycle will wait carries its
     /// node in `status.nominatedNodeName` first.
     pub nominate_before_waiting: AtomicBool,
+    /// The binding cycles waiting for a write slot, which informing writes yield to.
+    pub foreground: foreground::Foreground,
 }
 
 impl Shared {
@@ -146,6 +150,7 @@ impl Shared {
             stats: Stats::default(),
             extenders: std::sync::OnceLock::new(),
             nominate_before_waiting: AtomicBool::new(true),
+            foreground: foreground::Foreground::default(),
         }
     }
 
@@ -304,7 +309,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         .map_err(|e| RunError::Client(format!("failed to start the scheduling thread: {e}")))?;
 
     // Events have a rate limit of their own, as kube-scheduler's event client has.
-    let event_options = events::Options { qps, burst, ..events::Options::default() };
+    // They yield to the binding cycles' writes: in a burst, pods are bound first.
+    let event_options =
+        events::Options { qps, burst, yield_to: Some(shared.foreground.clone()), ..events::Options::default() };
     let reporter = Arc::new(events::Reporter::new(
         client.clone(),
         shared.clone(),
@@ -336,7 +343,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             if !binder::pre_bind(&host, &r, &req).await {
                                 return;
                             }
+                            let waiting = host.shared.foreground.waiting();
                             let Ok(permit) = permits.acquire_owned().await else { return };
+                            drop(waiting);
                             binder::bind_and_record(host, r, req).await;
                             drop(permit);
                         });
@@ -344,7 +353,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                     Work::Bind(req) => {
                         // Nothing to wait for before the Binding (the look above found no
                         // Permit wait and no reservation): the cycle goes straight to it.
+                        let waiting = shared.foreground.waiting();
                         let Ok(permit) = permits.clone().acquire_owned().await else { break };
+                        drop(waiting);
                         let (host, r) = (host.clone(), reporter.clone());
                         let in_flight = shared.metrics.flow.start("binding");
                         tokio::spawn(async move {

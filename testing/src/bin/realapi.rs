@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 use testing::bind_watch::BindWatch;
+use testing::server_load::ServerLoad;
 use testing::{Assets, ControlPlane, Process, api, backlog, free_port};
 
 #[path = "realapi/sustained.rs"]
@@ -50,6 +51,9 @@ enum Cmd {
         /// Copy each run's log (and kube-apiserver's) into this folder.
         #[arg(long)]
         logs: Option<PathBuf>,
+        /// Which runs, comma-separated: ours, kube, null.
+        #[arg(long, default_value = "ours,kube,null")]
+        who: String,
     },
     /// A sustained stream: pods created at `--rate` a second for `--seconds`, each deleted
     /// a short life after it was bound, on `--nodes` half-full nodes; custom-scheduler and
@@ -186,9 +190,17 @@ fn main() -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             rt.block_on(sustained::compare(&scheduler, nodes, &stream, &whos, logs))
         }
-        Cmd::Compare { scheduler, sizes, timeout, null_concurrency, logs } => {
+        Cmd::Compare { scheduler, sizes, timeout, null_concurrency, logs, who } => {
             let nulls = null_concurrency.split(',').map(|c| c.trim().parse()).collect::<Result<Vec<usize>, _>>()?;
-            rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &nulls, logs))
+            let named = |name: &str| who.split(',').any(|w| w.trim() == name);
+            let mut runs: Vec<Who> = [(named("ours"), Who::Ours), (named("kube"), Who::Kube)]
+                .into_iter()
+                .filter_map(|(on, w)| on.then_some(w))
+                .collect();
+            if named("null") {
+                runs.extend(nulls.iter().map(|&c| Who::Null(c)));
+            }
+            rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &runs, logs))
         }
     }
 }
@@ -197,7 +209,7 @@ async fn compare(
     scheduler: PathBuf,
     sizes: &str,
     timeout: Duration,
-    nulls: &[usize],
+    runs: &[Who],
     logs: Option<PathBuf>,
 ) -> Result<()> {
     let assets =
@@ -228,8 +240,7 @@ async fn compare(
         }
         eprintln!("{n} nodes created in {:.1}s", t.elapsed().as_secs_f64());
         let mut ceiling: Option<Row> = None;
-        let runs = [Who::Ours, Who::Kube].into_iter().chain(nulls.iter().map(|&c| Who::Null(c)));
-        for who in runs {
+        for &who in runs {
             let row = drain(&plane, &client, &scheduler, who, (dra, n, m), timeout).await?;
             if let Some(dir) = &logs {
                 std::fs::create_dir_all(dir)?;
@@ -317,6 +328,7 @@ async fn drain(
         api::create_pods(client, &backlog::pods(m, NS, "custom-scheduler"), 64).await?;
     }
     let watch = BindWatch::start(client, NS).await?;
+    let before = ServerLoad::scrape(client).await.ok();
     let started = Instant::now();
     let mut process = start(plane, scheduler, who, dra)?;
     while watch.count() < m && started.elapsed() < timeout {
@@ -326,6 +338,9 @@ async fn drain(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cpu = cpu_seconds(process.pid());
+    if let (Some(before), Ok(after)) = (&before, ServerLoad::scrape(client).await) {
+        eprintln!("{}: {}", who.label(), after.since(before).summary(m));
+    }
     process.stop(Duration::from_secs(10)).await;
     let (first, last) = watch.first_and_last().context("nothing was bound")?;
     let bound = watch.count();

@@ -1,14 +1,22 @@
 //! The event pipeline: a bounded queue off the scheduling and binding paths, the
 //! correlator, and writers with their own rate limit that retry failed writes.
 //!
-//! Memory is bounded by the queue, the correlator's cache and the writers in flight;
-//! the work per event is constant. What does not fit is dropped and counted in
-//! `scheduler_events_dropped_total{reason}`: `queue_full`, `rate_limited` (the per-object
-//! limit) or `write_failed` (the server rejected it, or every retry failed).
+//! Writes yield to the binding cycles ([`crate::run::foreground`]): while one waits for
+//! a write slot, a write waits too, up to `Options::max_defer` after its event was
+//! recorded, or until half the backlog is taken. In a burst the API server binds pods
+//! first and the events follow.
+//!
+//! Memory is bounded by the queue, the correlator's cache, the backlog of writes waiting
+//! for a writer and the writers in flight; the work per event is constant. What does not
+//! fit is dropped and counted in `scheduler_events_dropped_total{reason}`: `queue_full`,
+//! `backlog_full`, `rate_limited` (the per-object limit) or `write_failed` (the server
+//! rejected it, or every retry failed).
 
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -17,12 +25,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use rand::Rng;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use super::correlator::{Correlator, Observed, Write};
 use super::sink::{EventSink, SinkError};
+use crate::run::foreground::Foreground;
 use crate::run::metrics::ReasonLabels;
 
 /// Sizes, rates and retry rules.
@@ -46,6 +55,12 @@ pub struct Options {
     pub max_delay: Duration,
     /// How often series are finished and refreshed.
     pub tick: Duration,
+    /// Writes waiting for a writer, at most.
+    pub backlog: usize,
+    /// The binding cycles writes yield to, if any.
+    pub yield_to: Option<Foreground>,
+    /// How long after its event was recorded a write yields, at most.
+    pub max_defer: Duration,
 }
 
 impl Default for Options {
@@ -60,6 +75,9 @@ impl Default for Options {
             first_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(10),
             tick: Duration::from_secs(60),
+            backlog: 20_000,
+            yield_to: None,
+            max_defer: Duration::from_secs(30),
         }
     }
 }
@@ -138,6 +156,10 @@ async fn pipeline<S: EventSink>(
     let mut tick = tokio::time::interval(options.tick);
     tick.tick().await;
     let mut writes = Vec::new();
+    // Writes waiting for a writer, with when they were recorded; its length is shared
+    // with the writers, which stop yielding once half the backlog is taken.
+    let mut backlog: VecDeque<(tokio::time::Instant, Write)> = VecDeque::new();
+    let waiting = Arc::new(AtomicUsize::new(0));
     loop {
         let closing = tokio::select! {
             event = rx.recv() => match event {
@@ -152,6 +174,13 @@ async fn pipeline<S: EventSink>(
                 false
             }
             _ = closed.changed() => true,
+            permit = writers.clone().acquire_owned(), if !backlog.is_empty() => {
+                let Ok(permit) = permit else { return };
+                if let Some(write) = backlog.pop_front() {
+                    spawn_write(&sink, &limiter, &stats, &options, &waiting, write, permit);
+                }
+                false
+            }
         };
         if closing {
             rx.close();
@@ -160,21 +189,56 @@ async fn pipeline<S: EventSink>(
             }
         }
         stats.cache_size.set(i64::try_from(correlator.len()).unwrap_or(i64::MAX));
+        let now = tokio::time::Instant::now();
         for write in writes.drain(..) {
-            // Waiting for a writer holds up the queue, not the scheduler: a full queue drops.
-            let Ok(permit) = writers.clone().acquire_owned().await else { return };
-            let (sink, limiter, stats, options) = (sink.clone(), limiter.clone(), stats.clone(), options.clone());
-            tokio::spawn(async move {
-                write_with_retries(&sink, &limiter, &stats, &options, write).await;
-                drop(permit);
-            });
+            if backlog.len() >= options.backlog.max(1) {
+                stats.drop("backlog_full");
+            } else {
+                backlog.push_back((now, write));
+            }
         }
+        waiting.store(backlog.len(), Ordering::Relaxed);
         if closing {
+            // Nothing yields any more: what is left is written now.
+            let options = Options { yield_to: None, ..options.clone() };
+            while let Some(write) = backlog.pop_front() {
+                let Ok(permit) = writers.clone().acquire_owned().await else { return };
+                spawn_write(&sink, &limiter, &stats, &options, &waiting, write, permit);
+            }
             let all = u32::try_from(options.writers.max(1)).unwrap_or(u32::MAX);
             let _ = writers.acquire_many(all).await;
             return;
         }
     }
+}
+
+/// Starts a write on its writer: first it yields to the binding cycles (as the module
+/// docs say), then it is made.
+fn spawn_write<S: EventSink>(
+    sink: &S,
+    limiter: &Arc<DefaultDirectRateLimiter>,
+    stats: &Stats,
+    options: &Options,
+    waiting: &Arc<AtomicUsize>,
+    (recorded, write): (tokio::time::Instant, Write),
+    permit: OwnedSemaphorePermit,
+) {
+    let (sink, limiter, stats, options, waiting) =
+        (sink.clone(), limiter.clone(), stats.clone(), options.clone(), waiting.clone());
+    tokio::spawn(async move {
+        if let Some(foreground) = &options.yield_to {
+            // Half the backlog taken: the writes catch up rather than drop.
+            while foreground.busy() && waiting.load(Ordering::Relaxed) < options.backlog / 2 {
+                let left = options.max_defer.saturating_sub(recorded.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                foreground.yield_to(left.min(Duration::from_secs(1))).await;
+            }
+        }
+        write_with_retries(&sink, &limiter, &stats, &options, write).await;
+        drop(permit);
+    });
 }
 
 fn observe(correlator: &mut Correlator, stats: &Stats, event: Event, writes: &mut Vec<Write>) {

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 
 use super::*;
+use crate::run::foreground::Foreground;
 use crate::run::metrics::ReasonLabels;
 
 /// A sink that records every call and fails the first `failures` of them as told.
@@ -146,5 +147,52 @@ async fn a_full_queue_drops_and_counts_instead_of_waiting() {
         recorder.record(event(&format!("p{i}"), "1"));
     }
     assert_eq!(dropped(&stats, "queue_full"), 8);
+    recorder.close(Duration::from_millis(50)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_yield_while_a_binding_cycle_waits_then_follow() {
+    let sink = Fake::default();
+    let foreground = Foreground::default();
+    let busy = foreground.waiting();
+    let options = Options { yield_to: Some(foreground.clone()), ..quick() };
+    let recorder = Recorder::start(sink.clone(), options, Stats::default());
+    recorder.record(event("p", "1"));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(sink.calls().is_empty(), "written while a binding cycle waited for a slot");
+    drop(busy);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(sink.calls().len(), 1);
+    recorder.close(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_yields_no_longer_than_its_limit() {
+    let sink = Fake::default();
+    let foreground = Foreground::default();
+    let _busy = foreground.waiting();
+    let options = Options { yield_to: Some(foreground.clone()), max_defer: Duration::from_secs(10), ..quick() };
+    let recorder = Recorder::start(sink.clone(), options, Stats::default());
+    recorder.record(event("p", "1"));
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(sink.calls().is_empty());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(sink.calls().len(), 1, "written once it had waited its limit, though cycles still wait");
+    recorder.close(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_wait_in_the_backlog_for_a_writer_and_only_a_full_backlog_drops() {
+    let sink = Fake { stall: true, ..Fake::default() };
+    let stats = Stats::default();
+    let options = Options { queue: 2, writers: 1, backlog: 5, ..quick() };
+    let recorder = Recorder::start(sink, options, stats.clone());
+    for i in 0..10 {
+        recorder.record(event(&format!("p{i}"), "1"));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // One write stalls on the only writer, five wait for it, four do not fit.
+    assert_eq!(dropped(&stats, "queue_full"), 0);
+    assert_eq!(dropped(&stats, "backlog_full"), 4);
     recorder.close(Duration::from_millis(50)).await;
 }
