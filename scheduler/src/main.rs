@@ -9,6 +9,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use scheduler::cluster::{self, ClusterObjects};
 use scheduler::{config_file, explain, simulate};
 
+/// The allocator: many small short-lived allocations (watch events, requests, per-cycle
+/// scratch) across threads, where the system one spends a large share of the CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A fast Kubernetes scheduler with kube-scheduler's semantics.
 #[derive(Parser, Debug)]
 #[command(name = "custom-scheduler", version, about)]

@@ -31,6 +31,7 @@ pub struct EquivalenceCache {
     slots: Vec<Slot>,
     tick: u64,
     recomputed: u64,
+    rest_run: u64,
 }
 
 /// Node-local filter verdicts and raw scores of one pod signature, kept as flat
@@ -61,6 +62,8 @@ struct Slot {
     /// which extended resources NodeResourcesFit leaves to DRA, and the devices scoring
     /// counts where nodes do not advertise them, depend on them.
     classes: (u64, u64),
+    /// How many leading filters the verdicts cover.
+    local_filters: usize,
 }
 
 impl Slot {
@@ -109,13 +112,18 @@ impl EquivalenceCache {
         self.recomputed
     }
 
+    /// How many (pod, node) pairs ran the filters after the cached ones so far.
+    pub fn nodes_filtered_uncached(&self) -> u64 {
+        self.rest_run
+    }
+
     /// The slot for a pod: its own, else a free or the least recently used one.
-    fn slot(&mut self, pod: &PodInfo) -> (&mut Slot, &mut u64) {
+    fn slot(&mut self, pod: &PodInfo) -> (&mut Slot, &mut u64, &mut u64) {
         self.tick += 1;
         let i = crate::lru::slot_index(&mut self.slots, SIGNATURES, |s| s.is_for(pod), |s| s.used);
         let slot = &mut self.slots[i];
         slot.used = self.tick;
-        (slot, &mut self.recomputed)
+        (slot, &mut self.recomputed, &mut self.rest_run)
     }
 }
 
@@ -145,8 +153,10 @@ pub fn evaluate_cached(
     ev.pre_filter_seconds = t0.elapsed().as_secs_f64();
     let Some((fstates, allowed)) = pre else { return ev };
 
-    // Node-local filters form the leading run of the profile; the rest always run.
-    let local_filters = profile.filters.iter().take_while(|f| f.node_local()).count();
+    // Node-local filters form the leading run of the profile; the rest always run. A
+    // filter the pod's PreFilter skipped runs for no node, so it does not end the run.
+    let local_filters =
+        profile.filters.iter().zip(&fstates).take_while(|(f, state)| f.node_local() || state.is_none()).count();
     let local_scores: Vec<usize> =
         (0..profile.scores.len()).filter(|&p| profile.scores[p].plugin.node_local()).collect();
     // PreScore of node-local plugins depends only on the pod, so it can run before filtering.
@@ -168,13 +178,18 @@ pub fn evaluate_cached(
     }
 
     let plugins = profile.scores.len();
-    let (cache, recomputed) = cache.slot(pod);
+    let (cache, recomputed, rest_run) = cache.slot(pod);
     // Statuses with details are never shared; start over before they pile up.
     let classes = (snapshot.objects.dra.classes_version(), snapshot.objects.dra.slices_version());
-    if !cache.is_for(pod) || cache.raw.len() != plugins || cache.statuses.len() > 2 * n + 64 || cache.classes != classes
+    if !cache.is_for(pod)
+        || cache.raw.len() != plugins
+        || cache.statuses.len() > 2 * n + 64
+        || cache.classes != classes
+        || cache.local_filters != local_filters
     {
         cache.reset(pod, n, plugins);
         cache.classes = classes;
+        cache.local_filters = local_filters;
     } else if cache.generations.len() != n {
         cache.resize(n);
     }
@@ -264,6 +279,7 @@ pub fn evaluate_cached(
         }
     }
     if rest_active {
+        *rest_run += passed.len() as u64;
         let found = filter_list(passed.len(), &|k| passed[k], &|i| {
             run_filters_suffix(profile, &fstates, local_filters, pod, &snapshot.nodes[i], i)
         });
@@ -374,6 +390,24 @@ mod tests {
         snap.set_nodes(all);
         run(&profile, &pod, &snap, &mut cache);
         assert_eq!(cache.nodes_recomputed(), 53);
+    }
+
+    #[test]
+    fn filters_a_pod_skips_leave_the_rest_cached() {
+        // DynamicResources (not node-local) comes before NodeDeclaredFeatures in the
+        // default profile: for a pod without claims it is skipped and every filter is
+        // served from the cache.
+        let profile = default_profile("s");
+        let snap = snapshot(&nodes(50), &[]);
+        let pod = PodInfo::from_pod(&PodBuilder::new("p").req("100m", "100Mi").build()).unwrap();
+        let mut cache = EquivalenceCache::new();
+        let first = run(&profile, &pod, &snap, &mut cache);
+        run(&profile, &pod, &snap, &mut cache);
+        assert_eq!(cache.nodes_filtered_uncached(), 0);
+        assert_eq!(cache.nodes_recomputed(), 50, "computed once, then reused");
+        let plain =
+            super::super::evaluate(&profile, &pod, &snap, &mut StdRng::seed_from_u64(1), EvaluateOptions::default());
+        assert_eq!(first.feasible, plain.feasible);
     }
 
     #[test]
