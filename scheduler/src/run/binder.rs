@@ -63,9 +63,8 @@ impl ApiHost {
 
 impl ClusterApi for ApiHost {
     async fn write(&self, write: &ApiWrite) -> Result<u64, String> {
-        let waiting = self.shared.foreground.waiting();
-        let _slot = self.write_slots.acquire().await.map_err(|_| "the scheduler is stopping".to_string())?;
-        drop(waiting);
+        let _slot = (self.shared.foreground.waiting_for(self.write_slots.acquire()).await)
+            .map_err(|_| "the scheduler is stopping".to_string())?;
         let params = PatchParams::default();
         match write {
             ApiWrite::BindVolume { volume, claim } => {
@@ -180,8 +179,7 @@ impl Host for ApiHost {
     }
 
     async fn throttle(&self) {
-        let _waiting = self.shared.foreground.waiting();
-        self.shared.limiter.until_ready().await;
+        self.shared.foreground.waiting_for(self.shared.limiter.until_ready()).await;
     }
 
     fn stopping(&self) -> bool {

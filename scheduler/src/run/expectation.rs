@@ -117,6 +117,16 @@ mod tests {
         })
     }
 
+    /// Registers the expectation of `ns/p` and writes it through `write` on a task.
+    fn spawn_run(
+        x: &Expectations,
+        f: &Foreground,
+        write: impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + 'static,
+    ) -> tokio::task::JoinHandle<bool> {
+        let (pending, f) = (x.begin("ns/p"), f.clone());
+        tokio::spawn(async move { pending.run(&f, write).await })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn written_at_once_when_the_server_has_room() {
         let (x, f) = (Expectations::default(), Foreground::default());
@@ -131,10 +141,7 @@ mod tests {
         let f = Foreground::default();
         let busy = f.waiting();
         let (n, write) = counter();
-        let task = {
-            let (pending, f) = (x.begin("ns/p"), f.clone());
-            tokio::spawn(async move { pending.run(&f, write).await })
-        };
+        let task = spawn_run(&x, &f, write);
         tokio::time::sleep(Duration::from_secs(1)).await;
         x.finish("ns/p").await;
         drop(busy);
@@ -159,10 +166,7 @@ mod tests {
         let f = Foreground::default();
         let _busy = f.waiting();
         let (n, write) = counter();
-        let task = {
-            let (pending, f) = (x.begin("ns/p"), f.clone());
-            tokio::spawn(async move { pending.run(&f, write).await })
-        };
+        let task = spawn_run(&x, &f, write);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(n.load(Ordering::SeqCst), 0, "yields while binding cycles wait");
         x.urgent("ns/p");

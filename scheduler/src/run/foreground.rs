@@ -44,6 +44,13 @@ impl Foreground {
         Waiting(self.inner.clone())
     }
 
+    /// Awaits `slot` (a write slot, a binding permit, the rate limit) counted as a
+    /// binding cycle waiting.
+    pub async fn waiting_for<T>(&self, slot: impl std::future::Future<Output = T>) -> T {
+        let _waiting = self.waiting();
+        slot.await
+    }
+
     /// Whether any binding cycle is waiting for a slot.
     pub fn busy(&self) -> bool {
         self.inner.waiting.load(Ordering::Acquire) > 0

@@ -343,9 +343,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                             if !binder::pre_bind(&host, &r, &req).await {
                                 return;
                             }
-                            let waiting = host.shared.foreground.waiting();
-                            let Ok(permit) = permits.acquire_owned().await else { return };
-                            drop(waiting);
+                            let Ok(permit) = host.shared.foreground.waiting_for(permits.acquire_owned()).await else {
+                                return;
+                            };
                             binder::bind_and_record(host, r, req).await;
                             drop(permit);
                         });
@@ -353,9 +353,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
                     Work::Bind(req) => {
                         // Nothing to wait for before the Binding (the look above found no
                         // Permit wait and no reservation): the cycle goes straight to it.
-                        let waiting = shared.foreground.waiting();
-                        let Ok(permit) = permits.clone().acquire_owned().await else { break };
-                        drop(waiting);
+                        let Ok(permit) = shared.foreground.waiting_for(permits.clone().acquire_owned()).await else {
+                            break;
+                        };
                         let (host, r) = (host.clone(), reporter.clone());
                         let in_flight = shared.metrics.flow.start("binding");
                         tokio::spawn(async move {

@@ -180,29 +180,31 @@ fn main() -> Result<()> {
                 warmup: Duration::from_secs(warmup),
                 sample: Duration::from_secs(sample),
             };
-            let whos = who
-                .split(',')
-                .map(|w| match w.trim() {
-                    "ours" => Ok(Who::Ours),
-                    "kube" => Ok(Who::Kube),
-                    other => bail!("unknown scheduler {other:?}: ours or kube"),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let whos = runs(&who, None)?;
             rt.block_on(sustained::compare(&scheduler, nodes, &stream, &whos, logs))
         }
         Cmd::Compare { scheduler, sizes, timeout, null_concurrency, logs, who } => {
             let nulls = null_concurrency.split(',').map(|c| c.trim().parse()).collect::<Result<Vec<usize>, _>>()?;
-            let named = |name: &str| who.split(',').any(|w| w.trim() == name);
-            let mut runs: Vec<Who> = [(named("ours"), Who::Ours), (named("kube"), Who::Kube)]
-                .into_iter()
-                .filter_map(|(on, w)| on.then_some(w))
-                .collect();
-            if named("null") {
-                runs.extend(nulls.iter().map(|&c| Who::Null(c)));
-            }
+            let runs = runs(&who, Some(&nulls))?;
             rt.block_on(compare(scheduler, &sizes, Duration::from_secs(timeout), &runs, logs))
         }
     }
+}
+
+/// The runs `--who` names, in its order: `ours`, `kube`, and (where null binders are
+/// run) `null`, once per null binder concurrency. An unknown name is an error.
+fn runs(who: &str, nulls: Option<&[usize]>) -> Result<Vec<Who>> {
+    let mut out = Vec::new();
+    for name in who.split(',').map(str::trim) {
+        match (name, nulls) {
+            ("ours", _) => out.push(Who::Ours),
+            ("kube", _) => out.push(Who::Kube),
+            ("null", Some(nulls)) => out.extend(nulls.iter().map(|&c| Who::Null(c))),
+            (other, Some(_)) => bail!("unknown run {other:?}: ours, kube or null"),
+            (other, None) => bail!("unknown scheduler {other:?}: ours or kube"),
+        }
+    }
+    Ok(out)
 }
 
 async fn compare(
@@ -415,4 +417,18 @@ fn table(rows: &[Row]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_names_the_runs_in_order_and_rejects_unknown_names() {
+        let got = runs("null, ours", Some(&[64, 256])).unwrap();
+        assert!(got == [Who::Null(64), Who::Null(256), Who::Ours]);
+        assert!(runs("ours,nul", Some(&[64])).is_err(), "a misspelt run is not silently left out");
+        assert!(runs("kube", None).unwrap() == [Who::Kube]);
+        assert!(runs("null", None).is_err(), "the sustained stream runs no null binder");
+    }
 }
