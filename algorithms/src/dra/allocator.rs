@@ -116,6 +116,9 @@ pub struct Plan {
     partitionable: bool,
     /// Whether capacity is consumed and devices shared.
     consumable: bool,
+    /// The number of the claims' shape (see [`super::memo`]): what a search on given
+    /// devices held by given claims depends on.
+    shape: u64,
 }
 
 impl Plan {
@@ -143,14 +146,30 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         .iter()
         .map(|c| c.requests.iter().map(|r| r.alternatives.iter().map(|a| prepare(state, c, a)).collect()).collect())
         .collect();
-    Ok(Plan {
+    let mut plan = Plan {
         prepared,
         timeout: None,
         device_taints: features.device_taints,
         binding_conditions: features.binding_conditions,
         partitionable: features.partitionable,
         consumable: features.consumable_capacity,
-    })
+        shape: 0,
+    };
+    plan.shape = shape(claims, &plan);
+    Ok(plan)
+}
+
+/// The shape of `claims` under `plan`: their requests and constraints (not their names),
+/// the sets of selectors compiled for them and the gates the search looks at.
+fn shape(claims: &[Arc<Claim>], plan: &Plan) -> u64 {
+    use std::fmt::Write;
+    let mut text =
+        format!("{} {} {} {}", plan.device_taints, plan.binding_conditions, plan.partitionable, plan.consumable);
+    for (claim, prepared) in claims.iter().zip(&plan.prepared) {
+        let ids: Vec<Vec<u64>> = prepared.iter().map(|r| r.iter().map(Prepared::id).collect()).collect();
+        let _ = write!(text, "\u{0}{:?}\u{0}{:?}\u{0}{ids:?}", claim.requests, claim.constraints);
+    }
+    super::memo::shape_id(text)
 }
 
 /// Allocates `claims` (none of them allocated) on `node`.
@@ -218,6 +237,7 @@ fn search(
 }
 
 /// The search over the devices a node reaches (`node` names it in the results built).
+/// Filter's answers (nothing built) are remembered on the devices (see [`super::memo`]).
 fn run_search(
     state: &DraState,
     node: &str,
@@ -229,44 +249,63 @@ fn run_search(
     if claims.is_empty() {
         return Ok(Outcome::Allocated(Vec::new()));
     }
-    if too_few_free(state, &reach.pools, claims) {
-        let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
-        return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
-    }
-    let mut search = Search {
-        state,
-        claims,
-        pools: &reach.pools,
-        devices: &reach.devices,
-        plan,
-        deadline: plan.timeout.map(|t| std::time::Instant::now() + t),
-        steps: 0,
-        timed_out: false,
-        taking: Vec::new(),
-        counters: Vec::new(),
-        sharing: Default::default(),
-        picks: vec![Vec::new(); claims.len()],
-        constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
-        chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
-    };
-    let found = search.claim(0)?;
-    if search.timed_out {
-        return Ok(Outcome::TimedOut);
-    }
-    if !found {
-        if reach.pools.iter().any(|p| p.invalid.is_some()) {
-            return Ok(Outcome::Unschedulable(Some(INVALID_POOLS.into())));
+    let search = || -> Result<Outcome, String> {
+        if too_few_free(state, &reach.pools, claims) {
+            let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
+            return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
         }
-        return Ok(Outcome::Unschedulable(None));
+        let mut search = Search {
+            state,
+            claims,
+            pools: &reach.pools,
+            devices: &reach.devices,
+            plan,
+            deadline: plan.timeout.map(|t| std::time::Instant::now() + t),
+            steps: 0,
+            timed_out: false,
+            taking: Vec::new(),
+            counters: Vec::new(),
+            sharing: Default::default(),
+            picks: vec![Vec::new(); claims.len()],
+            constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
+            chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
+        };
+        let found = search.claim(0)?;
+        if search.timed_out {
+            return Ok(Outcome::TimedOut);
+        }
+        if !found {
+            if reach.pools.iter().any(|p| p.invalid.is_some()) {
+                return Ok(Outcome::Unschedulable(Some(INVALID_POOLS.into())));
+            }
+            return Ok(Outcome::Unschedulable(None));
+        }
+        if !build {
+            return Ok(Outcome::Allocated(Vec::new()));
+        }
+        let mut out = Vec::with_capacity(claims.len());
+        for (i, claim) in claims.iter().enumerate() {
+            out.push(super::results::result(state, claim, &search.picks[i], search.devices, &search.chosen[i], node)?);
+        }
+        Ok(Outcome::Allocated(out))
+    };
+    if build {
+        return search();
     }
-    if !build {
-        return Ok(Outcome::Allocated(Vec::new()));
+    let stamps = || reach.pools.iter().map(|p| state.pool_stamp(p.key));
+    if let Some(answer) = reach.memo.get(plan.shape, stamps()) {
+        return Ok(match answer {
+            Ok(()) => Outcome::Allocated(Vec::new()),
+            Err(reason) => Outcome::Unschedulable(reason),
+        });
     }
-    let mut out = Vec::with_capacity(claims.len());
-    for (i, claim) in claims.iter().enumerate() {
-        out.push(super::results::result(state, claim, &search.picks[i], search.devices, &search.chosen[i], node)?);
+    let outcome = search()?;
+    match &outcome {
+        Outcome::Allocated(_) => reach.memo.put(plan.shape, stamps().collect(), Ok(())),
+        Outcome::Unschedulable(reason) => reach.memo.put(plan.shape, stamps().collect(), Err(reason.clone())),
+        Outcome::TimedOut => {}
     }
-    Ok(Outcome::Allocated(out))
+    Ok(outcome)
 }
 
 /// Whether the node certainly has fewer free devices than the claims need at least: a
@@ -383,7 +422,8 @@ impl Search<'_> {
 
     /// Requests `r..` of claim `c`, then the claims after it.
     fn request(&mut self, c: usize, r: usize) -> Result<bool, String> {
-        let claim = self.claims[c].clone();
+        let claims = self.claims;
+        let claim = &claims[c];
         let Some(request) = claim.requests.get(r) else { return self.claim(c + 1) };
         for (a, alt) in request.alternatives.iter().enumerate() {
             self.chosen[c][r] = a;
@@ -432,7 +472,8 @@ impl Search<'_> {
 
     /// Takes every matching device for an `All` alternative.
     fn all(&mut self, c: usize, r: usize, a: usize) -> Result<bool, String> {
-        let claim = self.claims[c].clone();
+        let claims = self.claims;
+        let claim = &claims[c];
         let alt = &claim.requests[r].alternatives[a];
         for pool in self.pools {
             let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
@@ -568,7 +609,8 @@ impl Search<'_> {
         must: bool,
         share: Option<Vec<Amount>>,
     ) -> Result<bool, String> {
-        let claim = self.claims[c].clone();
+        let claims = self.claims;
+        let claim = &claims[c];
         let request = &claim.requests[r];
         let alt = &request.alternatives[a];
         let device = &self.devices[k];
@@ -648,7 +690,8 @@ impl Search<'_> {
     /// Gives back the last device claim `c` took.
     fn untake(&mut self, c: usize) {
         let Some(pick) = self.picks[c].pop() else { return };
-        let claim = self.claims[c].clone();
+        let claims = self.claims;
+        let claim = &claims[c];
         let name = &claim.requests[pick.r].alternatives[pick.a].name;
         let base = name.split('/').next().unwrap_or(name);
         for (i, constraint) in claim.constraints.iter().enumerate() {

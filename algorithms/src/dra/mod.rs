@@ -7,6 +7,7 @@ mod capacity;
 mod cel_env;
 mod diagnose;
 pub mod extended;
+mod memo;
 mod objects;
 mod pools;
 mod results;

@@ -242,6 +242,8 @@ pub struct NodeDevices {
     pub pools: Vec<Pool>,
     /// Their devices the node can reach.
     pub devices: Vec<Reachable>,
+    /// Filter's answers for claims searched on these devices.
+    pub memo: super::memo::FitsMemo,
 }
 
 /// [`gather`] with the devices listed, kept per node while the slices do not change (and,
@@ -250,7 +252,7 @@ pub fn node_devices(state: &DraState, node: &str, labels: &Labels, partitionable
     let build = || {
         let pools = gather(state, node, labels, partitionable);
         let devices = pools.iter().enumerate().flat_map(|(i, p)| p.devices(i, node, labels)).collect();
-        Arc::new(NodeDevices { pools, devices })
+        Arc::new(NodeDevices { pools, devices, memo: Default::default() })
     };
     let by_labels = (!state.only_node_local()).then_some(labels);
     let version = state.slices_version() * 2 + u64::from(partitionable);

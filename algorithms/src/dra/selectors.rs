@@ -64,6 +64,13 @@ pub struct Prepared {
     request_programs: Vec<Compiled>,
 }
 
+impl Prepared {
+    /// The number of its set of selectors (the class's text and the request's).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 /// Compiles the selectors of an alternative (its class must exist).
 pub fn prepare(state: &DraState, claim: &Claim, alt: &Alternative) -> Prepared {
     let class_selectors = state.class(&alt.class).map(|c| c.selectors.clone()).unwrap_or_default();

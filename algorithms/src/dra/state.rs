@@ -16,6 +16,9 @@ fn resource_version(rv: &str) -> u64 {
     rv.parse().unwrap_or(0)
 }
 
+/// Pool stamps, unique across every copy of every state (a pool never changed has 0).
+static STAMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
 type Key = Arc<str>;
 
@@ -155,6 +158,8 @@ pub struct DraState {
     shared: HashMap<DeviceId, Shares>,
     /// How many devices of each pool (by its number) are held.
     pool_held: HashMap<u32, u32>,
+    /// Each pool's stamp: taken afresh whenever who holds or shares its devices changes.
+    pool_stamps: HashMap<u32, u64>,
     next_version: u64,
     generation: u64,
     classes_version: u64,
@@ -340,6 +345,17 @@ impl DraState {
         [self.claims.len(), self.slices.len(), self.classes.len(), self.templates.len()]
     }
 
+    /// The stamp of a pool (by [`DeviceId::pool_key`]): equal stamps, in this state or
+    /// any other, mean the same holders and shares of the pool's devices.
+    pub fn pool_stamp(&self, pool: u32) -> u64 {
+        self.pool_stamps.get(&pool).copied().unwrap_or(0)
+    }
+
+    /// Gives a pool a stamp no state has had.
+    fn stamp(&mut self, pool: u32) {
+        self.pool_stamps.insert(pool, STAMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    }
+
     fn hold(&mut self, claim: Option<&Arc<Claim>>, delta: i64) {
         let Some(allocation) = claim.and_then(|c| c.allocation()) else { return };
         self.share(allocation, delta);
@@ -347,6 +363,7 @@ impl DraState {
             let before = self.holders(&id);
             let n = i64::from(before) + delta;
             let pool = id.pool_key();
+            self.stamp(pool);
             if n <= 0 {
                 self.in_use.remove(&id);
             } else {
@@ -369,6 +386,7 @@ impl DraState {
     fn share(&mut self, allocation: &api::AllocationResult, delta: i64) {
         for r in results(allocation).filter(|r| r.admin_access != Some(true) && r.share_id.is_some()) {
             let id = DeviceId::new(&r.driver, &r.pool, &r.device);
+            self.stamp(id.pool_key());
             let entry = self.shared.entry(id.clone()).or_default();
             let count = i64::from(entry.count) + delta;
             entry.count = u32::try_from(count.max(0)).unwrap_or(u32::MAX);

@@ -117,7 +117,22 @@ fn run_full(case: Case) -> Result<Option<Vec<k8s_openapi::api::resource::v1::All
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    match allocate(&st, case.node, &labels, &claims, case.features)? {
+    let outcome = allocate(&st, case.node, &labels, &claims, case.features)?;
+    // Filter's question (asked twice: the second answer is the remembered one) agrees.
+    if let Ok(plan) = plan(&st, &claims, case.features)
+        && !matches!(outcome, Outcome::TimedOut)
+    {
+        for _ in 0..2 {
+            let fits = fits_planned(&st, case.node, &labels, &claims, &plan);
+            match (&outcome, fits) {
+                (Outcome::Allocated(_), Ok(Outcome::Allocated(none))) => assert!(none.is_empty()),
+                (Outcome::Unschedulable(a), Ok(Outcome::Unschedulable(b))) => assert_eq!(a, &b),
+                (_, Err(_)) => {}
+                (want, got) => panic!("allocate gave {want:?}, fits gave {got:?}"),
+            }
+        }
+    }
+    match outcome {
         Outcome::Allocated(a) => Ok(Some(a)),
         Outcome::Unschedulable(None) => Ok(None),
         Outcome::Unschedulable(Some(reason)) => Err(reason),
@@ -911,3 +926,53 @@ fn devices_with_binding_conditions_are_allocated_with_them_when_the_gates_are_on
 
 mod consumable;
 mod partitionable;
+
+/// Filter's answers are remembered from one pod to the next (pods from one template ask
+/// the same): an answer holds only while nobody takes or frees a device of the node's
+/// pools, in whichever copy of the state, and only for claims of the same shape.
+#[test]
+fn a_remembered_answer_ends_when_the_nodes_devices_change_hands() {
+    let parse = |v: Value| Claim::from_api(&serde_json::from_value(v).expect("claim")).expect("parse");
+    let mut st = DraState::default();
+    st.upsert_class(
+        DeviceClass::from_api(&serde_json::from_value(class("class-a", "driver-a")).expect("class")).expect("parse"),
+    );
+    let s = slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![device("device-1")]);
+    st.upsert_slice(Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("parse"));
+    let labels = Labels::default();
+    let fits = |st: &DraState, name: &str| {
+        let claims = vec![Arc::new(parse(claim(name, vec![exact("req-0", "class-a", 1)])))];
+        let plan = plan(st, &claims, Features::default()).expect("plan");
+        match fits_planned(st, "node-1", &labels, &claims, &plan).expect("no error") {
+            Outcome::Allocated(_) => true,
+            Outcome::Unschedulable(None) => false,
+            other => panic!("{other:?}"),
+        }
+    };
+    let held = |name: &str| {
+        parse(json!({"metadata": {"name": name, "namespace": "default", "resourceVersion": "1"}, "spec": {},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "r", "driver": "driver-a", "pool": "pool-1", "device": "device-1"}]}}}}))
+    };
+    assert!(fits(&st, "claim-0"));
+    assert!(fits(&st, "claim-1"), "the same shape, remembered");
+    st.upsert_claim(held("held-0"));
+    assert!(!fits(&st, "claim-2"), "the device was taken");
+    st.remove_claim("default/held-0");
+    assert!(fits(&st, "claim-3"), "and freed again");
+    // A copy of the state shares the remembered answers, not the holders.
+    let mut copy = st.clone();
+    copy.assume(Arc::new(held("assumed-0")));
+    assert!(!fits(&copy, "claim-4"));
+    assert!(fits(&st, "claim-5"), "the original still has the device free");
+    assert!(!fits(&copy, "claim-6"));
+    // Another shape is searched afresh: two devices do not fit where one does.
+    let two = vec![Arc::new(parse(claim("claim-7", vec![exact("req-0", "class-a", 2)])))];
+    let p = plan(&st, &two, Features::default()).expect("plan");
+    assert_eq!(fits_planned(&st, "node-1", &labels, &two, &p), Ok(Outcome::Unschedulable(None)));
+    // So is the same request once its class selects other devices.
+    st.upsert_class(
+        DeviceClass::from_api(&serde_json::from_value(class("class-a", "driver-b")).expect("class")).expect("parse"),
+    );
+    assert!(!fits(&st, "claim-8"));
+}
