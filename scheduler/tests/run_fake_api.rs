@@ -326,3 +326,33 @@ async fn a_conflict_writing_a_claims_node_unreserves_and_retries() {
     assert_eq!(api.bindings()[0].1, "n1");
     sched.stop().await;
 }
+
+/// Informing writes (events, nominations) yield to a binding cycle's writes while they
+/// are in flight, not only while they wait for a slot: the end of a burst, when every
+/// cycle left holds a slot, is not slowed by them either.
+#[tokio::test]
+async fn a_binding_in_flight_keeps_informing_writes_waiting() {
+    let api = FakeApi::start().await;
+    api.apply(Kind::Node, node("n1", "4", "a"));
+    api.apply(Kind::Pod, pod("p", "100m"));
+    let kubeconfig = kube::config::Kubeconfig::read_from(api.kubeconfig_file()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let shared = std::sync::Arc::new(scheduler::run::Shared::new(
+        scheduler::engine::Engine::new(Vec::new()),
+        governor::Quota::per_second(std::num::NonZeroU32::MAX),
+    ));
+    let host = scheduler::run::binder::ApiHost::new(client, shared.clone(), 4);
+    let info = algorithms::PodInfo::from_pod(&serde_json::from_value(pod("p", "100m")).unwrap()).unwrap();
+    api.set_delay(Duration::from_millis(400));
+    let bind = tokio::spawn({
+        let host = host.clone();
+        async move { scheduler::binding::ClusterApi::bind(&host, &info, "n1").await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(shared.foreground.busy(), "the Binding is in flight");
+    let outcome = bind.await.unwrap();
+    assert!(matches!(outcome, scheduler::binding::BindOutcome::Bound), "{outcome:?}");
+    assert!(!shared.foreground.busy());
+    assert_eq!(api.bindings(), vec![("default/p".to_string(), "n1".to_string())]);
+}

@@ -3,8 +3,9 @@
 //! A backlog of pods is drained as fast as the API server accepts their binding cycles'
 //! writes (claims, volumes, Bindings). Writes that only inform (the `Scheduled` events,
 //! the `nominatedNodeName` of a pod about to be bound) yield to them: they wait while a
-//! binding cycle waits for a write slot, up to a limit, so that in a burst the server
-//! spends itself on binding pods and the informing writes follow once it has room.
+//! binding cycle waits for a write slot or for the answer to a write, up to a limit, so
+//! that in a burst the server spends itself on binding pods (to the last of them) and the
+//! informing writes follow once it has room.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,13 +20,13 @@ struct Inner {
     idle: Notify,
 }
 
-/// Counts the binding cycles waiting for a write slot.
+/// Counts the binding cycles' writes waiting for a slot or for their answer.
 #[derive(Clone, Debug, Default)]
 pub struct Foreground {
     inner: Arc<Inner>,
 }
 
-/// A binding cycle waiting for a slot; counted until dropped.
+/// A binding cycle's write (or its wait for a slot); counted until dropped.
 #[derive(Debug)]
 pub struct Waiting(Arc<Inner>);
 
@@ -38,7 +39,7 @@ impl Drop for Waiting {
 }
 
 impl Foreground {
-    /// Marks a binding cycle as waiting for a slot until the guard is dropped.
+    /// Counts a binding cycle's write, or its wait for a slot, until the guard is dropped.
     pub fn waiting(&self) -> Waiting {
         self.inner.waiting.fetch_add(1, Ordering::AcqRel);
         Waiting(self.inner.clone())
@@ -51,12 +52,13 @@ impl Foreground {
         slot.await
     }
 
-    /// Whether any binding cycle is waiting for a slot.
+    /// Whether any binding cycle's write is waiting for a slot or for its answer.
     pub fn busy(&self) -> bool {
         self.inner.waiting.load(Ordering::Acquire) > 0
     }
 
-    /// Waits until no binding cycle waits for a slot, or `limit` has passed.
+    /// Waits until no binding cycle's write waits (for a slot or an answer), or `limit`
+    /// has passed.
     pub async fn yield_to(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now().checked_add(limit);
         let expired = async {

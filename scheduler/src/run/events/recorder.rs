@@ -2,7 +2,7 @@
 //! correlator, and writers with their own rate limit that retry failed writes.
 //!
 //! Writes yield to the binding cycles ([`crate::run::foreground`]): while one waits for
-//! a write slot, a write waits too, up to `Options::max_defer` after its event was
+//! a write slot or a write's answer, a write waits too, up to `Options::max_defer` after its event was
 //! recorded, or until half the backlog is taken. In a burst the API server binds pods
 //! first and the events follow.
 //!
