@@ -63,9 +63,9 @@ impl ApiHost {
 
 impl ClusterApi for ApiHost {
     async fn write(&self, write: &ApiWrite) -> Result<u64, String> {
-        // Counted from the wait for a slot to the answer: informing writes yield meanwhile.
-        let _writing = self.shared.foreground.waiting();
-        let _slot = self.write_slots.acquire().await.map_err(|_| "the scheduler is stopping".to_string())?;
+        let _slot = (self.shared.foreground.waiting_for(self.write_slots.acquire()).await)
+            .map_err(|_| "the scheduler is stopping".to_string())?;
+        let _writing = self.shared.foreground.writing();
         let params = PatchParams::default();
         match write {
             ApiWrite::BindVolume { volume, claim } => {
@@ -119,7 +119,7 @@ impl ClusterApi for ApiHost {
     }
 
     async fn bind(&self, pod: &PodInfo, node: &str) -> BindOutcome {
-        let _writing = self.shared.foreground.waiting();
+        let _writing = self.shared.foreground.writing();
         if let Some(x) = self.shared.extenders.get().cloned() {
             let (p, n) = (pod.clone(), node.to_string());
             match tokio::task::spawn_blocking(move || x.bind(&p, &n)).await {

@@ -2,47 +2,115 @@
 //!
 //! A backlog of pods is drained as fast as the API server accepts their binding cycles'
 //! writes (claims, volumes, Bindings). Writes that only inform (the `Scheduled` events,
-//! the `nominatedNodeName` of a pod about to be bound) yield to them: they wait while a
-//! binding cycle waits for a write slot or for the answer to a write, up to a limit, so
-//! that in a burst the server spends itself on binding pods (to the last of them) and the
-//! informing writes follow once it has room.
+//! the `nominatedNodeName` of a pod about to be bound) yield to them, up to a limit, so
+//! that in a burst the server spends itself on binding pods and the informing writes
+//! follow once it has room.
+//!
+//! The server is taken to be the bottleneck while a binding cycle waits for a write slot,
+//! and after that for as long as the cycles' writes then in flight last (at most
+//! [`SATURATED_FOR`] after the last wait): so the last cycles of a burst, which hold
+//! every slot and wait for none, are not slowed either. Under a steady load the server
+//! keeps up with, writes are in flight but no cycle waits, and informing writes go at
+//! once.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-#[derive(Debug, Default)]
+/// How long after a binding cycle last waited for a slot the writes in flight still
+/// count as a burst.
+pub const SATURATED_FOR: Duration = Duration::from_secs(2);
+
+#[derive(Debug)]
 struct Inner {
+    /// Binding cycles waiting for a slot.
     waiting: AtomicUsize,
-    /// Told when the last waiting cycle got its slot.
+    /// Binding cycles' writes in flight.
+    writing: AtomicUsize,
+    /// When a cycle last stopped waiting, in milliseconds since `epoch`.
+    last_wait: AtomicU64,
+    epoch: Instant,
+    /// Told when the server stops being busy (the last wait or write ended).
     idle: Notify,
 }
 
-/// Counts the binding cycles' writes waiting for a slot or for their answer.
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            waiting: AtomicUsize::new(0),
+            writing: AtomicUsize::new(0),
+            last_wait: AtomicU64::new(0),
+            epoch: Instant::now(),
+            idle: Notify::new(),
+        }
+    }
+}
+
+impl Inner {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// How long the writes in flight still count as a burst (zero: they do not).
+    fn burst_left(&self) -> Duration {
+        let last = self.last_wait.load(Ordering::Acquire);
+        if last == 0 || self.writing.load(Ordering::Acquire) == 0 {
+            return Duration::ZERO;
+        }
+        let since = Duration::from_millis(self.now_ms().saturating_sub(last));
+        SATURATED_FOR.saturating_sub(since)
+    }
+
+    fn busy(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0 || !self.burst_left().is_zero()
+    }
+}
+
+/// Counts the binding cycles waiting for a write slot and their writes in flight.
 #[derive(Clone, Debug, Default)]
 pub struct Foreground {
     inner: Arc<Inner>,
 }
 
-/// A binding cycle's write (or its wait for a slot); counted until dropped.
+/// A binding cycle waiting for a slot; counted until dropped.
 #[derive(Debug)]
 pub struct Waiting(Arc<Inner>);
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        if self.0.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+        self.0.last_wait.store(self.0.now_ms(), Ordering::Release);
+        if self.0.waiting.fetch_sub(1, Ordering::AcqRel) == 1 && !self.0.busy() {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// A binding cycle's write in flight; counted until dropped.
+#[derive(Debug)]
+pub struct Writing(Arc<Inner>);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        if self.0.writing.fetch_sub(1, Ordering::AcqRel) == 1 && !self.0.busy() {
             self.0.idle.notify_waiters();
         }
     }
 }
 
 impl Foreground {
-    /// Counts a binding cycle's write, or its wait for a slot, until the guard is dropped.
+    /// Marks a binding cycle as waiting for a slot until the guard is dropped.
     pub fn waiting(&self) -> Waiting {
         self.inner.waiting.fetch_add(1, Ordering::AcqRel);
         Waiting(self.inner.clone())
+    }
+
+    /// Marks a binding cycle's write as in flight until the guard is dropped.
+    pub fn writing(&self) -> Writing {
+        self.inner.writing.fetch_add(1, Ordering::AcqRel);
+        Writing(self.inner.clone())
     }
 
     /// Awaits `slot` (a write slot, a binding permit, the rate limit) counted as a
@@ -52,22 +120,15 @@ impl Foreground {
         slot.await
     }
 
-    /// Whether any binding cycle's write is waiting for a slot or for its answer.
+    /// Whether the server is busy with binding cycles: one waits for a slot, or writes
+    /// are in flight less than [`SATURATED_FOR`] after one did.
     pub fn busy(&self) -> bool {
-        self.inner.waiting.load(Ordering::Acquire) > 0
+        self.inner.busy()
     }
 
-    /// Waits until no binding cycle's write waits (for a slot or an answer), or `limit`
-    /// has passed.
+    /// Waits until the server is not busy with binding cycles, or `limit` has passed.
     pub async fn yield_to(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now().checked_add(limit);
-        let expired = async {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(expired);
+        let deadline = Instant::now().checked_add(limit);
         loop {
             let idle = self.inner.idle.notified();
             tokio::pin!(idle);
@@ -76,9 +137,25 @@ impl Foreground {
             if !self.busy() {
                 return;
             }
+            // The burst's window ends by itself: look again then.
+            let burst = self.inner.burst_left();
+            let next = if burst.is_zero() { None } else { Instant::now().checked_add(burst) };
+            let wake = match (deadline, next) {
+                (Some(d), Some(n)) => Some(d.min(n)),
+                (d, n) => d.or(n),
+            };
+            let timer = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = idle => {}
-                _ = &mut expired => return,
+                _ = timer => {}
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return;
             }
         }
     }
@@ -113,5 +190,43 @@ mod tests {
         let waited = waiter.await.unwrap();
         assert!(!f.busy());
         assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(1), "{waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_in_flight_hold_informing_writes_only_after_a_cycle_waited() {
+        let f = Foreground::default();
+        let steady = f.writing();
+        assert!(!f.busy(), "writes in flight alone: the server keeps up");
+        drop(f.waiting());
+        assert!(f.busy(), "a cycle just waited: the writes in flight are a burst's");
+        tokio::time::advance(SATURATED_FOR + Duration::from_millis(10)).await;
+        assert!(!f.busy(), "the burst's window is over");
+        drop(steady);
+        drop(f.waiting());
+        assert!(!f.busy(), "nothing in flight after the wait");
+
+        // The last write of a burst wakes those yielding.
+        let last = f.writing();
+        drop(f.waiting());
+        let waiter = {
+            let f = f.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                f.yield_to(Duration::from_secs(60)).await;
+                t0.elapsed()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(last);
+        let waited = waiter.await.unwrap();
+        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(400), "{waited:?}");
+
+        // So does the end of the window, with writes still in flight.
+        let _long = f.writing();
+        drop(f.waiting());
+        let t0 = Instant::now();
+        f.yield_to(Duration::from_secs(60)).await;
+        let waited = t0.elapsed();
+        assert!(waited >= SATURATED_FOR && waited < SATURATED_FOR + Duration::from_millis(100), "{waited:?}");
     }
 }

@@ -132,8 +132,8 @@ pub struct Shared {
     /// `NominatedNodeNameForExpectation`: a pod whose binding cycle will wait carries its
     /// node in `status.nominatedNodeName` first.
     pub nominate_before_waiting: AtomicBool,
-    /// The binding cycles' writes waiting for a slot or an answer, which informing writes
-    /// yield to.
+    /// The binding cycles waiting for a write slot and their writes in flight, which
+    /// informing writes yield to.
     pub foreground: foreground::Foreground,
 }
 

@@ -2,9 +2,9 @@
 //! correlator, and writers with their own rate limit that retry failed writes.
 //!
 //! Writes yield to the binding cycles ([`crate::run::foreground`]): while one waits for
-//! a write slot or a write's answer, a write waits too, up to `Options::max_defer` after its event was
-//! recorded, or until half the backlog is taken. In a burst the API server binds pods
-//! first and the events follow.
+//! a write slot (and while the writes of such a burst are in flight), a write waits too,
+//! up to `Options::max_defer` after its event was recorded, or until half the backlog
+//! is taken. In a burst the API server binds pods first and the events follow.
 //!
 //! Memory is bounded by the queue, the correlator's cache, the backlog of writes waiting
 //! for a writer and the writers in flight; the work per event is constant. What does not
