@@ -26,7 +26,7 @@ pub(crate) fn shape_id(text: String) -> u64 {
         return *id;
     }
     let mut map = SHAPES.write().unwrap_or_else(|e| e.into_inner());
-    if map.len() > 10_000 {
+    if map.len() >= 4_096 {
         map.clear();
     }
     *map.entry(text).or_insert_with(|| NEXT_SHAPE.fetch_add(1, Ordering::Relaxed))
