@@ -137,9 +137,10 @@ impl Foreground {
             if !self.busy() {
                 return;
             }
-            // The burst's window ends by itself: look again then.
+            // The burst's window ends by itself: look again then (and, should one open
+            // meanwhile without a wake, within a window's length).
             let burst = self.inner.burst_left();
-            let next = if burst.is_zero() { None } else { Instant::now().checked_add(burst) };
+            let next = Instant::now().checked_add(if burst.is_zero() { SATURATED_FOR } else { burst });
             let wake = match (deadline, next) {
                 (Some(d), Some(n)) => Some(d.min(n)),
                 (d, n) => d.or(n),
@@ -165,6 +166,16 @@ impl Foreground {
 mod tests {
     use super::*;
 
+    /// Yields for up to a minute on a task; the task gives how long it yielded.
+    fn spawn_yield(f: &Foreground) -> tokio::task::JoinHandle<Duration> {
+        let f = f.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            f.yield_to(Duration::from_secs(60)).await;
+            t0.elapsed()
+        })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn yields_while_a_cycle_waits_and_no_longer_than_the_limit() {
         let f = Foreground::default();
@@ -177,14 +188,7 @@ mod tests {
         let t0 = tokio::time::Instant::now();
         f.yield_to(Duration::from_secs(2)).await;
         assert!(t0.elapsed() >= Duration::from_secs(2), "waited the whole limit while busy");
-        let waiter = {
-            let f = f.clone();
-            tokio::spawn(async move {
-                let t0 = tokio::time::Instant::now();
-                f.yield_to(Duration::from_secs(60)).await;
-                t0.elapsed()
-            })
-        };
+        let waiter = spawn_yield(&f);
         tokio::time::sleep(Duration::from_millis(500)).await;
         drop(guard);
         let waited = waiter.await.unwrap();
@@ -208,14 +212,7 @@ mod tests {
         // The last write of a burst wakes those yielding.
         let last = f.writing();
         drop(f.waiting());
-        let waiter = {
-            let f = f.clone();
-            tokio::spawn(async move {
-                let t0 = Instant::now();
-                f.yield_to(Duration::from_secs(60)).await;
-                t0.elapsed()
-            })
-        };
+        let waiter = spawn_yield(&f);
         tokio::time::sleep(Duration::from_millis(300)).await;
         drop(last);
         let waited = waiter.await.unwrap();
@@ -228,5 +225,17 @@ mod tests {
         f.yield_to(Duration::from_secs(60)).await;
         let waited = t0.elapsed();
         assert!(waited >= SATURATED_FOR && waited < SATURATED_FOR + Duration::from_millis(100), "{waited:?}");
+
+        // A window that opens while one yields (a wait ends with writes in flight) is
+        // noticed when it ends, though nothing wakes the yielding write then.
+        tokio::time::advance(SATURATED_FOR).await;
+        let wait = f.waiting();
+        let waiter = spawn_yield(&f);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _more = f.writing();
+        drop(wait);
+        let waited = waiter.await.unwrap();
+        let end = SATURATED_FOR + Duration::from_millis(100);
+        assert!(waited >= end && waited < end + Duration::from_millis(100), "{waited:?}");
     }
 }
