@@ -345,7 +345,8 @@ async fn a_binding_in_flight_keeps_informing_writes_waiting() {
     ));
     let host = scheduler::run::binder::ApiHost::new(client, shared.clone(), 4);
     let info = algorithms::PodInfo::from_pod(&serde_json::from_value(pod("p", "100m")).unwrap()).unwrap();
-    api.set_delay(Duration::from_millis(400));
+    // Long enough for the looks below on a loaded machine; shorter than a burst's window.
+    api.set_delay(Duration::from_millis(1000));
     let bind = |after_a_wait: bool| {
         let (host, info, shared) = (host.clone(), info.clone(), shared.clone());
         tokio::spawn(async move {
@@ -357,12 +358,12 @@ async fn a_binding_in_flight_keeps_informing_writes_waiting() {
         })
     };
     let steady = bind(false);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!shared.foreground.busy(), "a Binding alone is no burst");
     assert!(matches!(steady.await.unwrap(), scheduler::binding::BindOutcome::Bound));
     api.apply(Kind::Pod, pod("p", "100m"));
     let burst = bind(true);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(shared.foreground.busy(), "the burst's Binding is in flight");
     let outcome = burst.await.unwrap();
     assert!(matches!(outcome, scheduler::binding::BindOutcome::Bound), "{outcome:?}");

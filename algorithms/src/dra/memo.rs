@@ -15,21 +15,32 @@ use std::sync::{LazyLock, Mutex, RwLock};
 /// How many shapes each set of devices remembers answers for.
 const SHAPES_PER_REACH: usize = 4;
 
-/// Shapes by their text, numbered from one; the map starts over when large (numbers are
-/// never given twice).
-static SHAPES: LazyLock<RwLock<HashMap<String, u64>>> = LazyLock::new(Default::default);
+/// Shapes by their text, numbered from one, with the bytes their texts take; the map
+/// starts over when large (numbers are never given twice).
+static SHAPES: LazyLock<RwLock<(HashMap<String, u64>, usize)>> = LazyLock::new(Default::default);
+
+/// The most shapes, and the most bytes of their texts, kept before starting over.
+const MAX_SHAPES: (usize, usize) = (4_096, 16 << 20);
 static NEXT_SHAPE: AtomicU64 = AtomicU64::new(1);
 
 /// The number of a shape, given as its full text: equal numbers mean equal texts.
 pub(crate) fn shape_id(text: String) -> u64 {
-    if let Some(id) = SHAPES.read().unwrap_or_else(|e| e.into_inner()).get(&text) {
+    if let Some(id) = SHAPES.read().unwrap_or_else(|e| e.into_inner()).0.get(&text) {
         return *id;
     }
-    let mut map = SHAPES.write().unwrap_or_else(|e| e.into_inner());
-    if map.len() >= 4_096 {
-        map.clear();
+    let mut shapes = SHAPES.write().unwrap_or_else(|e| e.into_inner());
+    let (map, bytes) = &mut *shapes;
+    if let Some(id) = map.get(&text) {
+        return *id;
     }
-    *map.entry(text).or_insert_with(|| NEXT_SHAPE.fetch_add(1, Ordering::Relaxed))
+    if map.len() >= MAX_SHAPES.0 || *bytes + text.len() > MAX_SHAPES.1 {
+        map.clear();
+        *bytes = 0;
+    }
+    *bytes += text.len();
+    let id = NEXT_SHAPE.fetch_add(1, Ordering::Relaxed);
+    map.insert(text, id);
+    id
 }
 
 /// A remembered answer: `Ok` when the claims fit, else the reason a node reports (`None`

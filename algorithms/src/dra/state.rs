@@ -402,9 +402,13 @@ impl DraState {
 
     /// Replaces what a key's effective claim holds: `before` released, then the new one held.
     fn swap_effective(&mut self, key: &str, before: Option<Arc<Claim>>) {
-        self.hold(before.as_ref(), -1);
         let after = self.claim(key).cloned();
-        self.hold(after.as_ref(), 1);
+        // A new version holding what the old one held (a finalizer, a consumer, the
+        // assumption giving way to the stored claim) leaves the pools' stamps alone.
+        if before.as_ref().and_then(|c| c.allocation()) != after.as_ref().and_then(|c| c.allocation()) {
+            self.hold(before.as_ref(), -1);
+            self.hold(after.as_ref(), 1);
+        }
         self.generation += 1;
     }
 

@@ -976,3 +976,30 @@ fn a_remembered_answer_ends_when_the_nodes_devices_change_hands() {
     );
     assert!(!fits(&st, "claim-8"));
 }
+
+/// Only a change of who holds a pool's devices gives the pool a new stamp: a new version
+/// of a claim holding the same devices (its finalizer, a consumer added) keeps the
+/// answers remembered for the nodes reaching the pool.
+#[test]
+fn a_claims_new_version_holding_the_same_devices_keeps_the_pool_stamp() {
+    let version = |rv: &str, consumer: bool| {
+        let mut c = json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": rv}, "spec": {},
+            "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "x"}]}}}});
+        if consumer {
+            c["status"]["reservedFor"] = json!([{"resource": "pods", "name": "a", "uid": "uid-a"}]);
+        }
+        Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("parse")
+    };
+    let id = DeviceId::new("d", "p", "x");
+    let mut st = DraState::default();
+    assert_eq!(st.pool_stamp(id.pool_key()), 0);
+    st.upsert_claim(version("1", false));
+    let stamp = st.pool_stamp(id.pool_key());
+    assert_ne!(stamp, 0);
+    st.upsert_claim(version("2", true));
+    assert_eq!(st.pool_stamp(id.pool_key()), stamp);
+    assert_eq!(st.holders(&id), 1);
+    st.remove_claim("default/c");
+    assert_ne!(st.pool_stamp(id.pool_key()), stamp);
+    assert_eq!(st.holders(&id), 0);
+}

@@ -63,9 +63,10 @@ impl ApiHost {
 
 impl ClusterApi for ApiHost {
     async fn write(&self, write: &ApiWrite) -> Result<u64, String> {
+        // Counted as in flight from the start, so that the wait's end wakes nothing.
+        let _writing = self.shared.foreground.writing();
         let _slot = (self.shared.foreground.waiting_for(self.write_slots.acquire()).await)
             .map_err(|_| "the scheduler is stopping".to_string())?;
-        let _writing = self.shared.foreground.writing();
         let params = PatchParams::default();
         match write {
             ApiWrite::BindVolume { volume, claim } => {

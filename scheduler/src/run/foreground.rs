@@ -113,9 +113,14 @@ impl Foreground {
         Writing(self.inner.clone())
     }
 
-    /// Awaits `slot` (a write slot, a binding permit, the rate limit) counted as a
-    /// binding cycle waiting.
+    /// Awaits `slot` (a write slot, a binding permit, the rate limit), counted as a
+    /// binding cycle waiting only if it is not there at once: a slot taken at once is no
+    /// sign of a burst.
     pub async fn waiting_for<T>(&self, slot: impl std::future::Future<Output = T>) -> T {
+        let mut slot = std::pin::pin!(slot);
+        if let std::task::Poll::Ready(v) = futures::poll!(slot.as_mut()) {
+            return v;
+        }
         let _waiting = self.waiting();
         slot.await
     }
@@ -165,6 +170,16 @@ impl Foreground {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_there_at_once_is_no_wait() {
+        let f = Foreground::default();
+        f.waiting_for(async {}).await;
+        let _write = f.writing();
+        assert!(!f.busy(), "the slot was free: no burst");
+        f.waiting_for(tokio::time::sleep(Duration::from_millis(10))).await;
+        assert!(f.busy(), "the slot took a while: the write in flight is a burst's");
+    }
 
     /// Yields for up to a minute on a task; the task gives how long it yielded.
     fn spawn_yield(f: &Foreground) -> tokio::task::JoinHandle<Duration> {
