@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::node_info::NodeInfo;
+pub use crate::objects::{ObjectAction, ObjectEvent, ObjectKind};
 use crate::pod_info::PodInfo;
 
 /// A change the scheduler saw: from the watch, or its own assumption of a pod.
@@ -32,56 +33,8 @@ pub enum ClusterEvent {
     },
     /// A placed pod went away: deleted, finished, or its assumption forgotten.
     PodDeleted(Arc<PodInfo>),
-    /// A storage object was added, updated or deleted.
-    Storage(StorageEvent),
-}
-
-/// The kinds of cluster objects beyond nodes and pods: the storage objects the volume
-/// plugins read and the DRA objects DynamicResources reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StorageKind {
-    /// PersistentVolumeClaim.
-    Claim,
-    /// PersistentVolume.
-    Volume,
-    /// StorageClass.
-    Class,
-    /// CSINode.
-    CsiNode,
-    /// CSIDriver.
-    CsiDriver,
-    /// CSIStorageCapacity.
-    Capacity,
-    /// ResourceClaim (`resource.k8s.io`).
-    ResourceClaim,
-    /// ResourceSlice.
-    ResourceSlice,
-    /// DeviceClass.
-    DeviceClass,
-    /// ResourceClaimTemplate.
-    ResourceClaimTemplate,
-}
-
-/// What happened to a storage object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StorageAction {
-    /// Created.
-    Add,
-    /// Changed.
-    Update,
-    /// Deleted.
-    Delete,
-}
-
-/// A change of one storage object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StorageEvent {
-    /// The object's kind.
-    pub kind: StorageKind,
-    /// What happened.
-    pub action: StorageAction,
-    /// The object's key: `namespace/name` for claims and capacities, else its name.
-    pub key: String,
+    /// A cluster object beyond nodes and pods was added, updated or deleted.
+    Object(ObjectEvent),
 }
 
 impl ClusterEvent {
@@ -94,7 +47,7 @@ impl ClusterEvent {
             ClusterEvent::PodAdded(_) => "AssignedPodAdd",
             ClusterEvent::PodUpdated { .. } => "AssignedPodUpdate",
             ClusterEvent::PodDeleted(_) => "AssignedPodDelete",
-            ClusterEvent::Storage(e) => e.label(),
+            ClusterEvent::Object(e) => e.label(),
         }
     }
 
@@ -113,46 +66,6 @@ impl ClusterEvent {
             ClusterEvent::PodAdded(p) | ClusterEvent::PodDeleted(p) => Some(p),
             ClusterEvent::PodUpdated { new, .. } => Some(new),
             _ => None,
-        }
-    }
-}
-
-impl StorageEvent {
-    /// kube-scheduler's name of the event (`PersistentVolumeClaimAdd`, `CSINodeUpdate`).
-    pub fn label(&self) -> &'static str {
-        use StorageAction::{Add, Delete, Update};
-        use StorageKind::*;
-        match (self.kind, self.action) {
-            (Claim, Add) => "PersistentVolumeClaimAdd",
-            (Claim, Update) => "PersistentVolumeClaimUpdate",
-            (Claim, Delete) => "PersistentVolumeClaimDelete",
-            (Volume, Add) => "PersistentVolumeAdd",
-            (Volume, Update) => "PersistentVolumeUpdate",
-            (Volume, Delete) => "PersistentVolumeDelete",
-            (Class, Add) => "StorageClassAdd",
-            (Class, Update) => "StorageClassUpdate",
-            (Class, Delete) => "StorageClassDelete",
-            (CsiNode, Add) => "CSINodeAdd",
-            (CsiNode, Update) => "CSINodeUpdate",
-            (CsiNode, Delete) => "CSINodeDelete",
-            (CsiDriver, Add) => "CSIDriverAdd",
-            (CsiDriver, Update) => "CSIDriverUpdate",
-            (CsiDriver, Delete) => "CSIDriverDelete",
-            (Capacity, Add) => "CSIStorageCapacityAdd",
-            (Capacity, Update) => "CSIStorageCapacityUpdate",
-            (Capacity, Delete) => "CSIStorageCapacityDelete",
-            (ResourceClaim, Add) => "ResourceClaimAdd",
-            (ResourceClaim, Update) => "ResourceClaimUpdate",
-            (ResourceClaim, Delete) => "ResourceClaimDelete",
-            (ResourceSlice, Add) => "ResourceSliceAdd",
-            (ResourceSlice, Update) => "ResourceSliceUpdate",
-            (ResourceSlice, Delete) => "ResourceSliceDelete",
-            (DeviceClass, Add) => "DeviceClassAdd",
-            (DeviceClass, Update) => "DeviceClassUpdate",
-            (DeviceClass, Delete) => "DeviceClassDelete",
-            (ResourceClaimTemplate, Add) => "ResourceClaimTemplateAdd",
-            (ResourceClaimTemplate, Update) => "ResourceClaimTemplateUpdate",
-            (ResourceClaimTemplate, Delete) => "ResourceClaimTemplateDelete",
         }
     }
 }

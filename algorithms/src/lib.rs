@@ -19,6 +19,7 @@ mod lru;
 pub mod node_features;
 pub mod node_info;
 pub mod objects;
+pub mod owners;
 pub mod placement;
 pub mod plugins;
 pub mod pod_info;

@@ -1,27 +1,203 @@
 //! Cluster objects beyond nodes and pods: what plugins read in their cycle and what the
 //! binding half assumes in Reserve until the API server's versions arrive.
 //!
-//! The cache owns one [`ClusterObjects`] and changes it (watch events, Reserve,
-//! Unreserve); a snapshot holds an immutable copy taken when it is refreshed. The maps
-//! inside are persistent, so the copy costs constant time.
+//! The store is open: each set of objects (the volume objects, the DRA objects, the
+//! quotas) is a type of its owner's folder, found here by its type. The cache owns one
+//! [`ClusterObjects`] and changes it (watch events, Reserve, Unreserve); a snapshot
+//! holds a copy taken when it is refreshed. Each part sits behind an `Arc` and is copied
+//! only when changed while shared (its maps are persistent, so that copy is cheap too).
 
-use crate::dra::DraState;
-use crate::volumes::VolumeState;
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::sync::Arc;
 
-/// Claims, volumes, storage classes and CSI objects, and the DRA objects.
+/// One part of the cluster objects, declared by its owner.
+pub trait ObjectPart: Any + Clone + Default + fmt::Debug + Send + Sync {
+    /// A number that changes whenever objects change on which results cached for a
+    /// node depend beyond the node itself (the DRA classes and slices, which decide how
+    /// extended resources are served): cached filter verdicts and scores start over
+    /// then. 0 for parts no such result reads.
+    fn stamp(&self) -> u64 {
+        0
+    }
+}
+
+/// A part as the store holds it.
+trait Stored: Any + fmt::Debug + Send + Sync {
+    fn clone_part(&self) -> Arc<dyn Stored>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn stamp(&self) -> u64;
+}
+
+impl<T: ObjectPart> Stored for T {
+    fn clone_part(&self) -> Arc<dyn Stored> {
+        Arc::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn stamp(&self) -> u64 {
+        ObjectPart::stamp(self)
+    }
+}
+
+/// The cluster objects plugins read, one part per owner, each found by its type.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
-    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers
-    /// and CSIStorageCapacities, with the bindings assumed on top.
-    pub volumes: VolumeState,
-    /// ResourceClaims, ResourceSlices, DeviceClasses and ResourceClaimTemplates, with the
-    /// allocations assumed on top.
-    pub dra: DraState,
+    /// The parts, few: looked up by a scan.
+    parts: Vec<(TypeId, Arc<dyn Stored>)>,
 }
 
 impl ClusterObjects {
-    /// Objects holding only these storage objects.
-    pub fn with_volumes(volumes: VolumeState) -> Self {
-        ClusterObjects { volumes, dra: DraState::default() }
+    /// The part of type `T`, if one was stored.
+    pub fn get<T: ObjectPart>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        let (_, part) = self.parts.iter().find(|(t, _)| *t == id)?;
+        (**part).as_any().downcast_ref::<T>()
+    }
+
+    /// The part of type `T` to change, made empty first if there was none (and copied
+    /// first if a snapshot shares it).
+    pub fn get_mut<T: ObjectPart>(&mut self) -> &mut T {
+        let id = TypeId::of::<T>();
+        let at = match self.parts.iter().position(|(t, _)| *t == id) {
+            Some(at) => at,
+            None => {
+                self.parts.push((id, Arc::new(T::default())));
+                self.parts.len() - 1
+            }
+        };
+        let slot = &mut self.parts[at].1;
+        if Arc::get_mut(slot).is_none() {
+            *slot = (**slot).clone_part();
+        }
+        // The slot was stored for `T` and is unshared now: both lookups succeed.
+        let unique = Arc::get_mut(slot).map(|p| p.as_any_mut());
+        match unique.and_then(|a| a.downcast_mut::<T>()) {
+            Some(part) => part,
+            None => unreachable!("a part is stored under its own type"),
+        }
+    }
+
+    /// Replaces the part of type `T`.
+    pub fn set<T: ObjectPart>(&mut self, part: T) {
+        *self.get_mut::<T>() = part;
+    }
+
+    /// The parts' stamps together ([`ObjectPart::stamp`]): equal while none changed.
+    pub fn stamp(&self) -> u64 {
+        self.parts.iter().fold(0u64, |acc, (_, p)| acc.rotate_left(17) ^ p.stamp())
+    }
+
+    /// These objects with `part` stored.
+    pub fn with<T: ObjectPart>(mut self, part: T) -> Self {
+        self.set(part);
+        self
+    }
+}
+
+/// A kind of cluster object beyond nodes and pods, declared by the folder that owns it
+/// (`object_kind!("PersistentVolumeClaim")`): its name and kube-scheduler's names of its
+/// events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObjectKind {
+    /// The API's kind (`ResourceClaim`).
+    pub name: &'static str,
+    /// The event of an addition (`ResourceClaimAdd`).
+    pub added: &'static str,
+    /// The event of a change (`ResourceClaimUpdate`).
+    pub updated: &'static str,
+    /// The event of a deletion (`ResourceClaimDelete`).
+    pub deleted: &'static str,
+}
+
+/// An [`ObjectKind`] from the API's kind name.
+#[macro_export]
+macro_rules! object_kind {
+    ($name:literal) => {
+        $crate::objects::ObjectKind {
+            name: $name,
+            added: concat!($name, "Add"),
+            updated: concat!($name, "Update"),
+            deleted: concat!($name, "Delete"),
+        }
+    };
+}
+
+/// What happened to a cluster object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectAction {
+    /// Created.
+    Add,
+    /// Changed.
+    Update,
+    /// Deleted.
+    Delete,
+}
+
+/// A change of one cluster object beyond nodes and pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectEvent {
+    /// The object's kind.
+    pub kind: ObjectKind,
+    /// What happened.
+    pub action: ObjectAction,
+    /// The object's key: `namespace/name` for namespaced kinds, else its name.
+    pub key: String,
+}
+
+impl ObjectEvent {
+    /// An event of `kind`.
+    pub fn new(kind: ObjectKind, action: ObjectAction, key: impl Into<String>) -> Self {
+        ObjectEvent { kind, action, key: key.into() }
+    }
+
+    /// kube-scheduler's name of the event (`PersistentVolumeClaimAdd`, `CSINodeUpdate`).
+    pub fn label(&self) -> &'static str {
+        match self.action {
+            ObjectAction::Add => self.kind.added,
+            ObjectAction::Update => self.kind.updated,
+            ObjectAction::Delete => self.kind.deleted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Apples(u32);
+
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Pears(Vec<&'static str>);
+
+    impl ObjectPart for Apples {}
+    impl ObjectPart for Pears {}
+
+    #[test]
+    fn each_part_is_found_by_its_type_and_absent_until_stored() {
+        let mut objects = ClusterObjects::default();
+        assert_eq!(objects.get::<Apples>(), None);
+        objects.get_mut::<Apples>().0 = 3;
+        objects.set(Pears(vec!["conference"]));
+        assert_eq!(objects.get::<Apples>(), Some(&Apples(3)));
+        assert_eq!(objects.get::<Pears>(), Some(&Pears(vec!["conference"])));
+    }
+
+    #[test]
+    fn a_copy_keeps_its_parts_while_the_original_changes() {
+        let mut objects = ClusterObjects::default().with(Apples(1));
+        let copy = objects.clone();
+        objects.get_mut::<Apples>().0 = 2;
+        assert_eq!(copy.get::<Apples>(), Some(&Apples(1)));
+        assert_eq!(objects.get::<Apples>(), Some(&Apples(2)));
     }
 }

@@ -110,6 +110,14 @@ impl Cache {
         &mut self.objects
     }
 
+    /// The cluster objects to change, with the nodes to read meanwhile (the in-memory
+    /// API's controllers read a node's labels).
+    pub fn objects_and_nodes(&mut self) -> (&mut ClusterObjects, impl Fn(&str) -> Option<Arc<NodeInfo>> + '_) {
+        self.objects_changed = true;
+        let (nodes, index) = (&self.nodes, &self.index);
+        (&mut self.objects, move |name: &str| index.get(name).and_then(|&i| nodes.get(i)).cloned())
+    }
+
     /// Adds a node, or updates it when known (keeping its pods). Reports whether anything
     /// the scheduler looks at changed (status heartbeats do not count).
     pub fn upsert_node(&mut self, node: NodeInfo) -> NodeChange {

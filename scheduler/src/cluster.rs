@@ -4,16 +4,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use algorithms::dra::{self, DraState};
 use algorithms::labels::{LabelSelector, Labels};
+use algorithms::plugins::registry::OWNERS;
 use algorithms::snapshot::WorkloadSelectors;
 use std::sync::Arc;
 
-use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeState};
 use algorithms::{NodeInfo, PodInfo, Snapshot};
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::api::resource::v1 as rv1;
-use k8s_openapi::api::storage::v1 as sv1;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -73,10 +70,9 @@ pub struct ClusterObjects {
     pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
     /// PodGroups (`scheduling.k8s.io/v1alpha2`) by `namespace/name`; `None` for the basic policy.
     pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
-    /// Claims, volumes, storage classes, CSINodes, CSIDrivers and CSIStorageCapacities.
-    pub volumes: VolumeState,
-    /// ResourceClaims, ResourceSlices, DeviceClasses and ResourceClaimTemplates.
-    pub dra: DraState,
+    /// The objects plugins own (claims, volumes, storage classes, CSI objects, DRA
+    /// objects), each read by its owner ([`algorithms::plugins::registry::OWNERS`]).
+    pub owned: algorithms::objects::ClusterObjects,
 }
 
 /// Parses JSON or (multi-document) YAML text into JSON values.
@@ -196,64 +192,26 @@ pub fn objects_from_values(values: Vec<Value>, path: &str) -> Result<ClusterObje
                 })?;
                 out.kube_pod_groups.push(group);
             }
-            "PersistentVolumeClaim" => {
-                out.volumes.upsert_claim(storage::<core::PersistentVolumeClaim, _>(v, path, i, Claim::from_api)?);
-            }
-            "PersistentVolume" => {
-                out.volumes.upsert_volume(storage::<core::PersistentVolume, _>(v, path, i, Volume::from_api)?);
-            }
-            "StorageClass" => {
-                out.volumes.upsert_class(storage::<sv1::StorageClass, _>(v, path, i, StorageClass::from_api)?);
-            }
-            "CSINode" => {
-                out.volumes.upsert_csi_node(storage::<sv1::CSINode, _>(v, path, i, CsiNode::from_api)?);
-            }
-            "CSIDriver" => {
-                out.volumes.upsert_driver(storage::<sv1::CSIDriver, _>(v, path, i, CsiDriver::from_api)?);
-            }
-            "CSIStorageCapacity" => {
-                out.volumes.upsert_capacity(storage::<sv1::CSIStorageCapacity, _>(v, path, i, Capacity::from_api)?);
-            }
-            "ResourceClaim" => {
-                out.dra.upsert_claim(storage::<rv1::ResourceClaim, _>(v, path, i, dra::Claim::from_api)?);
-            }
-            "ResourceSlice" => {
-                out.dra.upsert_slice(storage::<rv1::ResourceSlice, _>(v, path, i, dra::Slice::from_api)?);
-            }
-            "DeviceClass" => {
-                out.dra.upsert_class(storage::<rv1::DeviceClass, _>(v, path, i, dra::DeviceClass::from_api)?);
-            }
-            "ResourceClaimTemplate" => {
-                out.dra.upsert_template(typed(v, path, &kind, i)?);
-            }
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = typed(v, path, &kind, i)?;
                 out.budgets.push(algorithms::preemption::Budget::from_api(&pdb));
             }
             "" => warn!(path, item = i, "skipping an object without kind"),
-            other => warn!(path, kind = other, name = %name, "skipping an object of a kind the scheduler does not use"),
+            other => match OWNERS.iter().find_map(|o| o.load(&mut out.owned, other, &v)) {
+                Some(loaded) => loaded.map_err(|e| LoadError::Object {
+                    path: path.into(),
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    field: e.field,
+                    message: e.message,
+                })?,
+                None => {
+                    warn!(path, kind = other, name = %name, "skipping an object of a kind the scheduler does not use")
+                }
+            },
         }
     }
     Ok(out)
-}
-
-/// Reads one storage object of API type `T` into our form with `parse`, naming the
-/// object on error.
-fn storage<T: DeserializeOwned + k8s_openapi::Resource, O>(
-    v: Value,
-    path: &str,
-    index: usize,
-    parse: fn(&T) -> Result<O, String>,
-) -> Result<O, LoadError> {
-    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-    let o: T = typed(v, path, T::KIND, index)?;
-    parse(&o).map_err(|message| LoadError::Object {
-        path: path.into(),
-        kind: T::KIND.into(),
-        name,
-        field: "(see message)".into(),
-        message,
-    })
 }
 
 /// Reads a snapshot file.
@@ -282,11 +240,9 @@ pub struct ParsedCluster {
     pub pod_groups: Vec<(String, crate::gang::PodGroupSpec)>,
     /// `scheduling.k8s.io` PodGroups by `namespace/name`.
     pub kube_pod_groups: Vec<(String, Option<crate::gang::PodGroupSpec>)>,
-    /// Storage objects.
-    pub volumes: VolumeState,
-    /// DRA objects, with the claims the resourceclaim controller would have made for
-    /// pending pods from their templates.
-    pub dra: DraState,
+    /// The objects plugins own, with what the cluster's controllers would have made for
+    /// the pending pods (their claims from templates).
+    pub owned: algorithms::objects::ClusterObjects,
 }
 
 /// Whether a pod has finished (its resources are free again).
@@ -340,9 +296,11 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
             None => pending.push(info),
         }
     }
-    let mut dra = objects.dra.clone();
+    let mut owned = objects.owned.clone();
     for pod in &mut pending {
-        dra::create_from_templates(&mut dra, pod);
+        for owner in OWNERS {
+            owner.admit(&mut owned, pod);
+        }
     }
     let namespaces = objects
         .namespaces
@@ -358,8 +316,7 @@ pub fn parse_cluster(objects: &ClusterObjects, path: &str) -> Result<ParsedClust
         budgets: objects.budgets.clone(),
         pod_groups: objects.pod_groups.clone(),
         kube_pod_groups: objects.kube_pod_groups.clone(),
-        volumes: objects.volumes.clone(),
-        dra,
+        owned,
     })
 }
 
@@ -376,8 +333,7 @@ impl ParsedCluster {
         let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect(), self.namespaces.clone());
         snap.workloads = Arc::new(self.workloads.clone());
         snap.budgets = Arc::new(self.budgets.clone());
-        snap.objects =
-            Arc::new(algorithms::objects::ClusterObjects { volumes: self.volumes.clone(), dra: self.dra.clone() });
+        snap.objects = Arc::new(self.owned.clone());
         snap
     }
 }

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use algorithms::framework::filter_nodes;
+use algorithms::owners::Usage;
+use algorithms::plugins::registry::OWNERS;
 use algorithms::{NodeInfo, PodInfo, Profile, Snapshot};
 
 /// The label whose value groups nodes into zones.
@@ -102,12 +104,10 @@ impl ProfileSummary {
     }
 }
 
-/// The column of a DeviceClass's DRA devices (allocatable: the node's devices of the
-/// class; requested: those claims hold).
-pub const DEVICES_PREFIX: &str = "devices:";
-
 /// The resource columns for the snapshot's nodes: cpu, memory, pods, every scalar resource
-/// some node advertises, then every DeviceClass some node has devices of.
+/// some node advertises, then the columns of the objects plugins own that some node has
+/// (every DeviceClass some node has devices of: the devices the node reaches, and how
+/// many claims hold).
 pub fn resources(snapshot: &Snapshot) -> Vec<String> {
     let mut scalar: Vec<String> = Vec::new();
     for n in &snapshot.nodes {
@@ -120,43 +120,25 @@ pub fn resources(snapshot: &Snapshot) -> Vec<String> {
     scalar.sort();
     let mut out = vec!["cpu".to_string(), "memory".to_string(), "pods".to_string()];
     out.extend(scalar);
-    let dra = &snapshot.objects.dra;
-    let mut classes: Vec<&str> = dra.classes().map(|c| c.name.as_str()).collect();
-    classes.sort_unstable();
-    for class in classes {
-        let prepared = algorithms::dra::prepare_class(dra, class);
-        let devices =
-            |n: &NodeInfo| algorithms::dra::extended::devices_selected(dra, &n.name, &n.labels, &prepared, true).0;
-        if snapshot.nodes.iter().any(|n| devices(n) > 0) {
-            out.push(format!("{DEVICES_PREFIX}{class}"));
-        }
+    for owner in OWNERS {
+        out.extend(owner.usage_columns(&snapshot.objects, &snapshot.nodes));
     }
     out
 }
 
-/// The compiled selectors of the device columns (`None` for the others).
-fn device_columns(snapshot: &Snapshot, resources: &[String]) -> Vec<Option<algorithms::dra::Prepared>> {
-    resources
-        .iter()
-        .map(|r| r.strip_prefix(DEVICES_PREFIX).map(|c| algorithms::dra::prepare_class(&snapshot.objects.dra, c)))
-        .collect()
+/// The owners' figures of their columns (`None` for the nodes' own resources).
+fn owned_columns<'a>(snapshot: &'a Snapshot, resources: &[String]) -> Vec<Option<Usage<'a>>> {
+    resources.iter().map(|r| OWNERS.iter().find_map(|o| o.usage(&snapshot.objects, r))).collect()
 }
 
-fn amounts(
-    snapshot: &Snapshot,
-    n: &NodeInfo,
-    resources: &[String],
-    columns: &[Option<algorithms::dra::Prepared>],
-    requested: bool,
-) -> Vec<i64> {
+fn amounts(n: &NodeInfo, resources: &[String], columns: &[Option<Usage<'_>>], requested: bool) -> Vec<i64> {
     let r = if requested { &n.requested } else { &n.allocatable };
     resources
         .iter()
         .zip(columns)
-        .map(|(name, prepared)| match (name.as_str(), prepared) {
-            (_, Some(p)) => {
-                let (total, held) =
-                    algorithms::dra::extended::devices_selected(&snapshot.objects.dra, &n.name, &n.labels, p, true);
+        .map(|(name, owned)| match (name.as_str(), owned) {
+            (_, Some(usage)) => {
+                let (total, held) = usage(n);
                 if requested { held } else { total }
             }
             ("cpu", _) => r.milli_cpu,
@@ -170,8 +152,8 @@ fn amounts(
 
 /// Requests per node of `snapshot`, by node name, for the columns `resources`.
 pub fn requested(snapshot: &Snapshot, resources: &[String]) -> HashMap<String, Vec<i64>> {
-    let columns = device_columns(snapshot, resources);
-    snapshot.nodes.iter().map(|n| (n.name.clone(), amounts(snapshot, n, resources, &columns, true))).collect()
+    let columns = owned_columns(snapshot, resources);
+    snapshot.nodes.iter().map(|n| (n.name.clone(), amounts(n, resources, &columns, true))).collect()
 }
 
 /// The detail of a finished run: `before` as [`requested`] gave it before the measured
@@ -186,16 +168,16 @@ pub fn collect(
     group_by: Option<&str>,
 ) -> RunDetail {
     let label = group_by.unwrap_or(ZONE_LABEL);
-    let columns = device_columns(snapshot, &resources);
+    let columns = owned_columns(snapshot, &resources);
     let nodes = snapshot
         .nodes
         .iter()
         .map(|n| {
-            let after = amounts(snapshot, n, &resources, &columns, true);
+            let after = amounts(n, &resources, &columns, true);
             NodeUse {
                 name: n.name.clone(),
                 zone: n.labels.get(label).cloned().unwrap_or_default(),
-                allocatable: amounts(snapshot, n, &resources, &columns, false),
+                allocatable: amounts(n, &resources, &columns, false),
                 before: before.get(&n.name).cloned().unwrap_or_else(|| vec![0; resources.len()]),
                 after,
             }

@@ -7,7 +7,8 @@ use std::time::Instant;
 use algorithms::PodInfo;
 use algorithms::builders::PodBuilder;
 use algorithms::dra::Claim;
-use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
+use algorithms::dra::DraObjects;
+use algorithms::events::{ClusterEvent, ObjectAction, ObjectEvent};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde_json::json;
 
@@ -41,10 +42,13 @@ fn a_pod_whose_claim_is_not_made_yet_waits_untried_until_it_is() {
     assert_eq!((lengths.active, lengths.backoff, lengths.unschedulable, lengths.gated), (0, 0, 0, 1));
     assert!(engine.queue.unschedulable_by_plugin().is_empty(), "a gated pod is not counted as unschedulable");
     // The claim appears before the pod's status names it: still kept out.
-    engine.cache.objects_mut().dra.upsert_claim(claim());
-    let added =
-        StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Add, key: "default/p-gpu".into() };
-    assert_eq!(engine.on_event(ClusterEvent::Storage(added), t0), 0, "not the pod's claim yet");
+    engine.cache.objects_mut().dra_mut().upsert_claim(claim());
+    let added = ObjectEvent {
+        kind: algorithms::dra::kinds::RESOURCE_CLAIM,
+        action: ObjectAction::Add,
+        key: "default/p-gpu".into(),
+    };
+    assert_eq!(engine.on_event(ClusterEvent::Object(added), t0), 0, "not the pod's claim yet");
     // The resourceclaim controller reports the claim in the pod's status: tried at once,
     // as a first attempt.
     engine.enqueue(pod(Some("p-gpu")), t0);
@@ -61,10 +65,13 @@ fn a_pod_whose_status_names_a_claim_not_seen_yet_comes_back_when_the_claim_does(
     engine.enqueue(pod(Some("p-gpu")), t0);
     assert!(cycler.begin(&mut engine, t0).is_none(), "could not find the claim");
     assert_eq!(engine.queue.lengths().gated, 1);
-    engine.cache.objects_mut().dra.upsert_claim(claim());
-    let added =
-        StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Add, key: "default/p-gpu".into() };
-    assert_eq!(engine.on_event(ClusterEvent::Storage(added), t0), 1);
+    engine.cache.objects_mut().dra_mut().upsert_claim(claim());
+    let added = ObjectEvent {
+        kind: algorithms::dra::kinds::RESOURCE_CLAIM,
+        action: ObjectAction::Add,
+        key: "default/p-gpu".into(),
+    };
+    assert_eq!(engine.on_event(ClusterEvent::Object(added), t0), 1);
     let Some(Ok(attempt)) = cycler.begin(&mut engine, t0) else { panic!("the pod is tried") };
     assert_eq!(attempt.queued.attempts, 1);
 }

@@ -190,7 +190,7 @@ pub async fn serve(
         {
             let mut st = shared.lock();
             st.not_waiting_for(crate::run::Feed::PodGroups);
-            st.not_waiting_for(crate::run::Feed::Storage);
+            st.not_waiting_for(crate::run::Feed::Objects);
         }
         tokio::spawn(informer::run(client.clone(), shared.clone()));
         tokio::spawn(workloads::run(client.clone(), shared.clone()));

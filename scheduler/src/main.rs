@@ -328,8 +328,7 @@ fn demo_objects(seed: u64) -> ClusterObjects {
         budgets: Default::default(),
         pod_groups: Default::default(),
         kube_pod_groups: Default::default(),
-        volumes: Default::default(),
-        dra: Default::default(),
+        owned: Default::default(),
     }
 }
 
@@ -437,6 +436,7 @@ fn run_workload(
         bail!("failed to read a generated pod: {e}");
     }
     let pod_groups = w.pod_group_specs();
+    let owned = w.owned();
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
         pods: Vec::new(),
@@ -445,8 +445,7 @@ fn run_workload(
         budgets: Default::default(),
         pod_groups,
         kube_pod_groups: Vec::new(),
-        volumes: w.volumes,
-        dra: w.dra,
+        owned,
     };
     let source = format!("workload {}", w.name);
     let mut parsed = cluster::parse_cluster(&objects, &source)?;

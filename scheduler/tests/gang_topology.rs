@@ -3,6 +3,8 @@
 //! it, or waits whole with the best rack's shortfall.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use algorithms::builders::{NodeBuilder, PodBuilder, affinity_term};
@@ -60,7 +62,7 @@ fn simulate_with(
             .iter()
             .map(|(g, min)| (format!("default/{g}"), PodGroupSpec::with_min(*min).within(RACK)))
             .collect(),
-        dra,
+        owned: algorithms::objects::ClusterObjects::default().with(dra),
         ..Default::default()
     };
     let parsed = parse_cluster(&objects, "test").unwrap();
@@ -157,7 +159,8 @@ fn members_with_dra_devices_get_them_in_one_rack() {
     let r = simulate(nodes, pods, &[("job", 4)], dra);
     assert_eq!(r.scheduled, 4, "{:?}", r.failures);
     assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r1".to_string()]));
-    let claims: BTreeMap<&String, &Vec<String>> = r.resource_claims.iter().map(|(k, c)| (k, &c.devices)).collect();
+    let all = common::report::resource_claims(&r);
+    let claims: BTreeMap<&String, &Vec<String>> = all.iter().map(|(k, c)| (k, &c.devices)).collect();
     assert_eq!(claims.len(), 4);
     assert!(claims.values().all(|d| d.len() == 2 && d.iter().all(|x| x.contains("/r1-"))), "{claims:?}");
 }

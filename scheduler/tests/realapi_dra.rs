@@ -412,11 +412,13 @@ async fn unreserve_takes_only_the_pod_out_of_a_claim() {
         governor::Quota::per_second(std::num::NonZeroU32::MIN),
     ));
     let host = scheduler::run::binder::ApiHost::new(client.clone(), shared, 1);
-    let release = |uid: &str| algorithms::framework::ApiWrite::ReleaseClaim {
-        namespace: NS.into(),
-        name: "shared".into(),
-        claim_uid: uid.into(),
-        pod_uid: "uid-a".into(),
+    let release = |uid: &str| {
+        algorithms::framework::ApiWrite::new(algorithms::dra::DraWrite::ReleaseClaim {
+            namespace: NS.into(),
+            name: "shared".into(),
+            claim_uid: uid.into(),
+            pod_uid: "uid-a".into(),
+        })
     };
     let other = scheduler::binding::ClusterApi::write(&host, &release("not-this-claim")).await;
     assert!(other.is_err(), "a claim of another UID was patched");

@@ -2,6 +2,8 @@
 //! results across identical pods changes no placement (correctness only; no timing).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use algorithms::PodInfo;
 use algorithms::config::default_profile;
 use scheduler::cluster::{ClusterObjects, parse_cluster};
@@ -170,6 +172,7 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
     for (name, ..) in WORKLOADS {
         let w = workload(name, Some(60), Some(150)).unwrap();
         let objects = ClusterObjects {
+            owned: w.owned(),
             nodes: w.cluster.nodes,
             pods: Vec::new(),
             namespaces: w.cluster.namespaces,
@@ -177,8 +180,6 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
             budgets: Default::default(),
             pod_groups: Default::default(),
             kube_pod_groups: Default::default(),
-            volumes: w.volumes,
-            dra: w.dra,
         };
         let mut snap = parse_cluster(&objects, name).unwrap().snapshot();
         let long_lived = default_profile("custom-scheduler");
@@ -292,11 +293,11 @@ fn gang_cluster(
 ) -> (std::collections::BTreeMap<String, u32>, scheduler::cluster::ParsedCluster) {
     let sizes = w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
     let objects = ClusterObjects {
+        owned: w.owned(),
         pod_groups: w.pod_group_specs(),
         nodes: w.cluster.nodes,
         pods: w.measured_pods,
         namespaces: w.cluster.namespaces,
-        dra: w.dra,
         ..Default::default()
     };
     (sizes, parse_cluster(&objects, name).unwrap())
@@ -331,7 +332,8 @@ fn gang_devices_are_their_own(r: &SimulationReport) {
         let pod = key.trim_start_matches("sched-perf/");
         let gpus: usize = pod.split('-').nth(2).and_then(|g| g.strip_prefix('g')).unwrap().parse().unwrap();
         let prefix = format!("sched-perf/{pod}-extended-resources-");
-        let claims: Vec<_> = r.resource_claims.iter().filter(|(k, _)| k.starts_with(&prefix)).collect();
+        let all = common::report::resource_claims(r);
+        let claims: Vec<_> = all.iter().filter(|(k, _)| k.starts_with(&prefix)).collect();
         assert_eq!(claims.len(), 1, "{pod}: {claims:?}");
         let devices = &claims[0].1.devices;
         assert_eq!(devices.len(), gpus, "{pod}");
@@ -355,7 +357,7 @@ fn claim_template_pods_get_devices_of_their_node_and_never_a_device_twice() {
     assert_eq!((report.scheduled, report.unschedulable), (50, 100));
     let mut seen = std::collections::BTreeSet::new();
     let mut measured = 0;
-    for (claim, allocated) in &report.resource_claims {
+    for (claim, allocated) in &common::report::resource_claims(&report) {
         assert_eq!(allocated.devices.len(), 1, "{claim}");
         assert!(seen.insert(allocated.devices[0].clone()), "device {} held twice", allocated.devices[0]);
         let pod = claim.strip_prefix("sched-perf/").unwrap().strip_suffix("-resource").unwrap();
@@ -392,6 +394,7 @@ fn parsed_of(
     name: &str,
 ) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
     let objects = ClusterObjects {
+        owned: w.owned(),
         nodes: w.cluster.nodes,
         pods: w.measured_pods,
         namespaces: w.cluster.namespaces,
@@ -399,8 +402,6 @@ fn parsed_of(
         budgets: Default::default(),
         pod_groups: Default::default(),
         kube_pod_groups: Default::default(),
-        volumes: w.volumes,
-        dra: w.dra,
     };
     let parsed = parse_cluster(&objects, name).unwrap();
     let init: Vec<PodInfo> = w.init_pods.iter().map(|p| PodInfo::from_pod(p).unwrap()).collect();
@@ -419,7 +420,9 @@ fn partitionable_pools_serve_one_pod_each_and_are_reused_in_a_steady_stream() {
     let report = simulate_sized(name, 10, 40);
     assert_eq!((report.scheduled, report.unschedulable), (20, 20));
     let mut pools = std::collections::BTreeSet::new();
-    for (claim, allocated) in report.resource_claims.iter().filter(|(c, _)| c.starts_with("sched-perf/")) {
+    for (claim, allocated) in
+        common::report::resource_claims(&report).iter().filter(|(c, _)| c.starts_with("sched-perf/"))
+    {
         let mut devices = allocated.devices.clone();
         devices.sort();
         let pool = devices[0].split('/').nth(1).unwrap().to_string();
@@ -457,7 +460,7 @@ fn consumable_capacity_pools_are_shared_until_full() {
     let report = simulate_sized(name, 10, 40);
     assert_eq!((report.scheduled, report.unschedulable), (40, 0));
     let mut shares: std::collections::BTreeMap<String, usize> = Default::default();
-    for (claim, allocated) in &report.resource_claims {
+    for (claim, allocated) in &common::report::resource_claims(&report) {
         assert_eq!(allocated.devices.len(), 2, "{claim}");
         for d in &allocated.devices {
             *shares.entry(d.clone()).or_default() += 1;
@@ -512,9 +515,9 @@ fn extended_resources_are_served_by_claims_the_scheduler_makes() {
     let name = scheduler::synthetic::workloads::EXTENDED;
     let report = simulate_sized(name, 20, 150);
     assert_eq!((report.scheduled, report.unschedulable), (50, 100));
-    assert_eq!(report.resource_claims.len(), 200, "one claim per placed pod");
+    assert_eq!(common::report::resource_claims(&report).len(), 200, "one claim per placed pod");
     let mut devices = std::collections::BTreeSet::new();
-    for (key, claim) in &report.resource_claims {
+    for (key, claim) in &common::report::resource_claims(&report) {
         assert!(key.contains("-extended-resources-"), "{key}");
         assert_eq!((claim.devices.len(), claim.reserved_for.len()), (1, 1), "{key}: {claim:?}");
         assert!(devices.insert(claim.devices[0].clone()), "{key}: a device given twice");

@@ -7,13 +7,16 @@ mod capacity;
 mod cel_env;
 mod diagnose;
 pub mod extended;
+pub mod kinds;
 mod memo;
 mod objects;
+mod part;
 mod pools;
 mod results;
 mod selectors;
 mod state;
 mod template;
+mod writes;
 
 pub use allocator::{
     Features, INVALID_POOLS, MAX_RESULTS, Outcome, Plan, allocate, allocate_planned, fits_planned, fits_reached, plan,
@@ -31,4 +34,6 @@ pub use selectors::{MAX_EXPRESSION_LENGTH, Prepared, matches, prepare, prepare_c
 pub use state::{DeviceId, DraState, Shares, held_devices};
 #[cfg(test)]
 mod tests;
-pub use template::{POD_CLAIM_NAME, claim_object, create_from_templates};
+pub use part::{DEVICES_PREFIX, DraObjects};
+pub use template::{POD_CLAIM_NAME, claim_object, create_from_templates, pod_uid};
+pub use writes::DraWrite;

@@ -72,3 +72,8 @@ pub fn claim_object(
         status: None,
     }
 }
+
+/// The UID the pod is reserved under (pods read from files may have none).
+pub fn pod_uid(pod: &PodInfo) -> String {
+    if pod.uid.is_empty() { format!("uid-{}-{}", pod.namespace, pod.name) } else { pod.uid.clone() }
+}

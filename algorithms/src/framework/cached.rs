@@ -58,10 +58,11 @@ struct Slot {
     raw: Vec<Vec<i64>>,
     /// The image spread the image-dependent columns were computed with.
     spread: Vec<usize>,
-    /// The DeviceClasses' and ResourceSlices' versions the entries were computed with:
-    /// which extended resources NodeResourcesFit leaves to DRA, and the devices scoring
-    /// counts where nodes do not advertise them, depend on them.
-    classes: (u64, u64),
+    /// The cluster objects' stamp the entries were computed with
+    /// ([`crate::objects::ObjectPart::stamp`]): which extended resources NodeResourcesFit
+    /// leaves to DRA, and the devices scoring counts where nodes do not advertise them,
+    /// depend on the DeviceClasses and ResourceSlices.
+    classes: u64,
     /// How many leading filters the verdicts cover.
     local_filters: usize,
 }
@@ -180,7 +181,7 @@ pub fn evaluate_cached(
     let plugins = profile.scores.len();
     let (cache, recomputed, rest_run) = cache.slot(pod);
     // Statuses with details are never shared; start over before they pile up.
-    let classes = (snapshot.objects.dra.classes_version(), snapshot.objects.dra.slices_version());
+    let classes = snapshot.objects.stamp();
     if !cache.is_for(pod)
         || cache.raw.len() != plugins
         || cache.statuses.len() > 2 * n + 64

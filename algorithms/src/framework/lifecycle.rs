@@ -10,6 +10,7 @@
 //! from the watched objects ([`PreBindPlugin::check`]) rather than calling the API.
 
 use std::any::Any;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,6 @@ use crate::node_info::NodeInfo;
 use crate::objects::ClusterObjects;
 use crate::pod_info::PodInfo;
 use crate::status::Status;
-use crate::volumes::{Claim, Volume};
 
 /// What one plugin's Reserve assumed for one pod, kept until the pod is bound or given up.
 pub type Reserved = Arc<dyn Any + Send + Sync>;
@@ -62,64 +62,54 @@ pub trait PermitPlugin: Send + Sync {
     fn permit(&self, objects: &ClusterObjects, pod: &PodInfo, node: &str) -> Permit;
 }
 
-/// A write PreBind makes through the API server, with the resource version the object
-/// was assumed over as a precondition.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ApiWrite {
-    /// Set a PersistentVolume's `claimRef` (and its bound-by-controller annotation, if
-    /// the assumed volume carries it): the PV controller then binds the claim.
-    BindVolume {
-        /// The volume as assumed (claimRef set).
-        volume: Arc<Volume>,
-        /// The claim it is bound to.
-        claim: Arc<Claim>,
-    },
-    /// Set `volume.kubernetes.io/selected-node` on a claim: its provisioner creates a
-    /// volume the node can reach.
-    SelectNode {
-        /// The claim as assumed.
-        claim: Arc<Claim>,
-        /// The node.
-        node: String,
-    },
-    /// Write a ResourceClaim's allocation and `reservedFor` (adding the delete-protection
-    /// finalizer first when it is missing), with its resource version as precondition.
-    Claim(crate::dra::ClaimWrite),
-    /// Create a pod's extended resource claim (with the delete-protection finalizer),
-    /// then write its allocation and `reservedFor` over the version the creation made.
-    CreateClaim(crate::dra::ClaimWrite),
-    /// Delete a ResourceClaim the scheduler created (its finalizer dropped first); one
-    /// already gone is no error.
-    DeleteClaim {
-        /// The claim's namespace.
-        namespace: String,
-        /// The claim's name.
-        name: String,
-    },
-    /// Set a pod's `status.extendedResourceClaimStatus`: its extended resource claim and
-    /// which request serves each container's resource.
-    PodExtendedClaim {
-        /// The pod's namespace.
-        namespace: String,
-        /// The pod's name.
-        pod: String,
-        /// The claim's name.
-        claim: String,
-        /// The containers' mappings to the claim's requests.
-        mappings: Vec<crate::dra::extended::Mapping>,
-    },
-    /// Take a pod out of a ResourceClaim's `reservedFor` (DynamicResources' Unreserve,
-    /// after a binding cycle that wrote the reservation failed), without precondition.
-    ReleaseClaim {
-        /// The claim's namespace.
-        namespace: String,
-        /// The claim's name.
-        name: String,
-        /// The claim's UID (the patch applies only to that claim).
-        claim_uid: String,
-        /// The pod's UID.
-        pod_uid: String,
-    },
+/// A write a plugin asks for through the API server (PreBind's writes, Unreserve's and
+/// PostFilter's): a value of the plugin's own write type, with the resource version it
+/// was made over as precondition where it has one. `run` makes it with the writer the
+/// plugin's folder registers; `simulate` applies it with the plugin's in-memory
+/// controller (an `owners::Controller`).
+#[derive(Clone)]
+pub struct ApiWrite(Arc<dyn AnyWrite>);
+
+/// A plugin's write type, as [`ApiWrite`] holds it.
+pub trait AnyWrite: Any + fmt::Debug + Send + Sync {
+    /// The write as [`Any`], to find its type.
+    fn as_any(&self) -> &dyn Any;
+    /// Whether `other` is the same write.
+    fn same(&self, other: &dyn AnyWrite) -> bool;
+}
+
+impl<T: Any + fmt::Debug + PartialEq + Send + Sync> AnyWrite for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn same(&self, other: &dyn AnyWrite) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+}
+
+impl ApiWrite {
+    /// A write of a plugin's own type.
+    pub fn new<T: AnyWrite>(write: T) -> Self {
+        ApiWrite(Arc::new(write))
+    }
+
+    /// The write, if it is of type `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        (*self.0).as_any().downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for ApiWrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (*self.0).fmt(f)
+    }
+}
+
+impl PartialEq for ApiWrite {
+    fn eq(&self, other: &Self) -> bool {
+        (*self.0).same(&*other.0)
+    }
 }
 
 /// How PreBind's writes are doing, as the watched objects tell.

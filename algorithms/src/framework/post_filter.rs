@@ -181,7 +181,7 @@ mod tests {
             "{out:?}"
         );
         // Writes asked for along the chain are gathered; the reasons joined as before.
-        let write = ApiWrite::SelectNode { claim: Arc::new(crate::volumes::Claim::default()), node: "n".into() };
+        let write = ApiWrite::new("a write of some plugin".to_string());
         let released = PostFilterResult::Released { message: "a".into(), clear: false, writes: vec![write.clone()] };
         let out = chain(vec![released, reject("b", true)], &ev).unwrap();
         assert!(

@@ -16,6 +16,7 @@
 //! the pod asks for the resource in its containers or for the class's devices in its
 //! unallocated claims (ExactCount requests, their first choice).
 
+use crate::dra::DraObjects;
 use serde::Deserialize;
 
 use crate::dra::{DraState, Mode, extended};
@@ -164,7 +165,7 @@ impl ScorePlugin for DevicePacking {
     }
 
     fn score(&self, _state: &PluginState, pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
-        self.score_with(pod, node, Some(&snapshot.objects.dra))
+        self.score_with(pod, node, Some(snapshot.objects.dra()))
     }
 
     fn node_local(&self) -> bool {

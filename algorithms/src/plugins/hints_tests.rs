@@ -130,29 +130,29 @@ fn each_filter_retries_only_on_events_that_can_help() {
 
 #[test]
 fn volume_filters_retry_on_the_storage_events_that_can_help() {
-    use crate::events::{StorageAction, StorageEvent, StorageKind};
+    use crate::events::{ObjectAction, ObjectEvent};
     use QueueingHint::{Queue, Skip};
-    let storage = |kind, action, key: &str| ClusterEvent::Storage(StorageEvent { kind, action, key: key.into() });
+    let storage = |kind, action, key: &str| ClusterEvent::Object(ObjectEvent { kind, action, key: key.into() });
     let with_claim = PodBuilder::new("p").claim("v", "data").info();
     let user = placed(PodBuilder::new("u").claim("v", "data"));
     let stranger = placed(PodBuilder::new("s").claim("v", "other"));
     let cases = [
-        ("VolumeZone", storage(StorageKind::Claim, StorageAction::Add, "default/data"), Queue),
-        ("VolumeZone", storage(StorageKind::Claim, StorageAction::Update, "default/other"), Skip),
-        ("VolumeZone", storage(StorageKind::Volume, StorageAction::Update, "pv"), Queue),
-        ("VolumeZone", storage(StorageKind::Class, StorageAction::Add, "sc"), Queue),
-        ("VolumeZone", storage(StorageKind::Class, StorageAction::Update, "sc"), Skip),
+        ("VolumeZone", storage(crate::volumes::kinds::CLAIM, ObjectAction::Add, "default/data"), Queue),
+        ("VolumeZone", storage(crate::volumes::kinds::CLAIM, ObjectAction::Update, "default/other"), Skip),
+        ("VolumeZone", storage(crate::volumes::kinds::VOLUME, ObjectAction::Update, "pv"), Queue),
+        ("VolumeZone", storage(crate::volumes::kinds::CLASS, ObjectAction::Add, "sc"), Queue),
+        ("VolumeZone", storage(crate::volumes::kinds::CLASS, ObjectAction::Update, "sc"), Skip),
         ("VolumeZone", added(NodeBuilder::new("x")), Queue),
         ("VolumeZone", ClusterEvent::PodDeleted(user.clone()), Skip),
         ("VolumeRestrictions", ClusterEvent::PodDeleted(user.clone()), Queue),
         ("VolumeRestrictions", ClusterEvent::PodDeleted(stranger.clone()), Skip),
-        ("VolumeRestrictions", storage(StorageKind::Claim, StorageAction::Add, "default/data"), Queue),
-        ("VolumeRestrictions", storage(StorageKind::Volume, StorageAction::Add, "pv"), Skip),
+        ("VolumeRestrictions", storage(crate::volumes::kinds::CLAIM, ObjectAction::Add, "default/data"), Queue),
+        ("VolumeRestrictions", storage(crate::volumes::kinds::VOLUME, ObjectAction::Add, "pv"), Skip),
         ("NodeVolumeLimits", ClusterEvent::PodDeleted(user), Queue),
         ("NodeVolumeLimits", ClusterEvent::PodDeleted(placed(PodBuilder::new("none"))), Skip),
-        ("NodeVolumeLimits", storage(StorageKind::CsiNode, StorageAction::Update, "n"), Queue),
-        ("NodeVolumeLimits", storage(StorageKind::Claim, StorageAction::Add, "default/data"), Queue),
-        ("NodeVolumeLimits", storage(StorageKind::Claim, StorageAction::Add, "default/other"), Skip),
+        ("NodeVolumeLimits", storage(crate::volumes::kinds::CSI_NODE, ObjectAction::Update, "n"), Queue),
+        ("NodeVolumeLimits", storage(crate::volumes::kinds::CLAIM, ObjectAction::Add, "default/data"), Queue),
+        ("NodeVolumeLimits", storage(crate::volumes::kinds::CLAIM, ObjectAction::Add, "default/other"), Skip),
         ("NodeVolumeLimits", ClusterEvent::PodAdded(stranger), Skip),
         ("VolumeBinding", updated(NodeBuilder::new("x"), NodeBuilder::new("x").label("zone", "z")), Queue),
         ("VolumeBinding", updated(NodeBuilder::new("x"), NodeBuilder::new("x").taint("k", "v", "NoSchedule")), Skip),
@@ -163,6 +163,10 @@ fn volume_filters_retry_on_the_storage_events_that_can_help() {
     // Other filters are not woken by storage events.
     let plain = PodBuilder::new("p").req("1", "1Gi").info();
     for plugin in ["NodeResourcesFit", "PodTopologySpread", "InterPodAffinity", "NodeAffinity", "TaintToleration"] {
-        assert_eq!(hint(plugin, &plain, &storage(StorageKind::Volume, StorageAction::Add, "pv")), Skip, "{plugin}");
+        assert_eq!(
+            hint(plugin, &plain, &storage(crate::volumes::kinds::VOLUME, ObjectAction::Add, "pv")),
+            Skip,
+            "{plugin}"
+        );
     }
 }

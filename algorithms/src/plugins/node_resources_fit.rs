@@ -1,5 +1,6 @@
 //! NodeResourcesFit: the node must have room for the pod's requests; scores by a strategy.
 
+use crate::dra::DraObjects;
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -234,7 +235,7 @@ impl FilterPlugin for NodeResourcesFit {
         if !self.dra_extended || pod.device_asks.is_empty() {
             return PreFilterOutcome::run(PluginState::none());
         }
-        let dra = &snapshot.objects.dra;
+        let dra = snapshot.objects.dra();
         let served = crate::dra::extended::served(&pod.device_asks, dra);
         PreFilterOutcome::run(PluginState::new(Deferred(served.into_iter().map(|(n, _)| n).collect())))
     }
@@ -285,7 +286,7 @@ impl FilterPlugin for NodeResourcesFit {
         }
         match event {
             ClusterEvent::PodDeleted(_) => QueueingHint::Queue,
-            ClusterEvent::Storage(e) if e.kind == crate::events::StorageKind::DeviceClass => {
+            ClusterEvent::Object(e) if e.kind == crate::dra::kinds::DEVICE_CLASS => {
                 // A class may now serve what the pod asks for.
                 QueueingHint::from_bool(self.dra_extended && !pod.device_asks.is_empty())
             }
@@ -328,7 +329,7 @@ impl ScorePlugin for NodeResourcesFit {
 
     fn pre_score(&self, pod: &PodInfo, snapshot: &Snapshot, _: &[usize]) -> Result<PluginState, Status> {
         let v: Vec<i64> = self.resources.iter().map(|r| pod_request(pod, &r.name, true)).collect();
-        let dra = &snapshot.objects.dra;
+        let dra = snapshot.objects.dra();
         let classes = self
             .resources
             .iter()
@@ -363,7 +364,7 @@ impl ScorePlugin for NodeResourcesFit {
             let (a, used) = match class.filter(|_| node.allocatable.get(&r.name) == 0) {
                 // Served by DRA here: the node's devices of the class, and those held.
                 Some(class) => {
-                    crate::dra::extended::class_devices(&snapshot.objects.dra, &node.name, &node.labels, &class, true)
+                    crate::dra::extended::class_devices(snapshot.objects.dra(), &node.name, &node.labels, &class, true)
                 }
                 None => node_amounts(node, &r.name, pod_req, false),
             };

@@ -2,12 +2,13 @@
 //! (from its CSINode); volumes of the pod's claims and of migrated in-tree volumes count,
 //! once each however many pods share them.
 
-use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
+use crate::volumes::VolumeObjects;
 use smallvec::SmallVec;
 
 use crate::volumes::migration::csi_driver_of;
@@ -122,7 +123,7 @@ impl FilterPlugin for NodeVolumeLimits {
             return PreFilterOutcome::skip();
         }
         // A copy of the store for the cycle: every node's Filter reads it without a lock.
-        let state = snapshot.objects.volumes.clone();
+        let state = snapshot.objects.volumes().clone();
         let resolved = NewVolumes::resolve(pod, &state);
         PreFilterOutcome::run(PluginState::new((state, resolved)))
     }
@@ -139,9 +140,9 @@ impl FilterPlugin for NodeVolumeLimits {
             ClusterEvent::PodDeleted(gone) => {
                 !gone.volumes.claims.is_empty() || !gone.volumes.inline_in_tree.is_empty()
             }
-            ClusterEvent::Storage(e) => match (e.kind, e.action) {
-                (StorageKind::CsiNode, StorageAction::Add | StorageAction::Update) => true,
-                (StorageKind::Claim, StorageAction::Add) => super::volume_binding::uses_claim(pod, &e.key),
+            ClusterEvent::Object(e) => match (e.kind, e.action) {
+                (crate::volumes::kinds::CSI_NODE, ObjectAction::Add | ObjectAction::Update) => true,
+                (crate::volumes::kinds::CLAIM, ObjectAction::Add) => super::volume_binding::uses_claim(pod, &e.key),
                 _ => false,
             },
             _ => false,

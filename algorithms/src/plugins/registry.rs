@@ -24,7 +24,12 @@ use super::volume_restrictions::{self, VolumeRestrictions};
 use super::volume_zone::{self, VolumeZone};
 use crate::features::FeatureGates;
 use crate::framework::{FilterPlugin, PermitPlugin, PostFilterPlugin, PreBindPlugin, ReservePlugin, ScorePlugin};
+use crate::owners::Owner;
 use crate::preemption::{self, DefaultPreemption, PreemptionArgs};
+
+/// The owners of cluster objects beyond nodes and pods, one line each: what the plugins
+/// that read them need from dumps, from `simulate`'s controllers and in reports.
+pub const OWNERS: &[&dyn Owner] = &[&volume_binding::Volumes, &dynamic_resources::Dra];
 
 /// Filters of kube-scheduler's default profile that this scheduler runs, in order.
 pub const DEFAULT_FILTERS: &[&str] = &[

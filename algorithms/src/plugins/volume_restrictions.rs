@@ -1,12 +1,13 @@
 //! VolumeRestrictions: in-tree disks that two pods on one node may not share, and
 //! ReadWriteOncePod claims that only one pod in the cluster may use.
 
-use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
+use crate::volumes::VolumeObjects;
 
 /// Plugin name.
 pub const NAME: &str = "VolumeRestrictions";
@@ -41,7 +42,7 @@ impl FilterPlugin for VolumeRestrictions {
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         let mut rwop = Vec::new();
         {
-            let state = &snapshot.objects.volumes;
+            let state = snapshot.objects.volumes();
             for c in pod.volumes.claims.iter().filter(|c| !c.ephemeral) {
                 let Some(claim) = state.claim(&c.key) else {
                     return PreFilterOutcome::reject(Status::unresolvable(format!(
@@ -92,9 +93,9 @@ impl FilterPlugin for VolumeRestrictions {
                     && (pod.volumes.disks.iter().any(|d| gone.volumes.disks.iter().any(|e| d.conflicts(e)))
                         || pod.volumes.claims.iter().any(|c| !c.ephemeral && mounts(gone, &pod.namespace, &c.claim)))
             }
-            ClusterEvent::Storage(e) => {
-                e.kind == StorageKind::Claim
-                    && e.action == StorageAction::Add
+            ClusterEvent::Object(e) => {
+                e.kind == crate::volumes::kinds::CLAIM
+                    && e.action == ObjectAction::Add
                     && super::volume_binding::uses_claim(pod, &e.key)
             }
             _ => false,

@@ -1,8 +1,9 @@
 //! VolumeZone: the zone and region labels of a pod's bound volumes must match the node's.
 
+use crate::volumes::VolumeObjects;
 use std::collections::HashSet;
 
-use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -98,7 +99,7 @@ impl FilterPlugin for VolumeZone {
         if pod.volumes.claims.is_empty() {
             return PreFilterOutcome::skip();
         }
-        match topologies(pod, &snapshot.objects.volumes) {
+        match topologies(pod, snapshot.objects.volumes()) {
             Ok(t) if t.is_empty() => PreFilterOutcome::skip(),
             Ok(t) => PreFilterOutcome::run(PluginState::new(t)),
             Err(st) => PreFilterOutcome::reject(st),
@@ -129,10 +130,10 @@ impl FilterPlugin for VolumeZone {
         QueueingHint::from_bool(match event {
             ClusterEvent::NodeAdded(_) => true,
             ClusterEvent::NodeUpdated { old, new } => old.labels != new.labels,
-            ClusterEvent::Storage(e) => match (e.kind, e.action) {
-                (_, StorageAction::Delete) => false,
-                (StorageKind::Claim, _) => super::volume_binding::uses_claim(pod, &e.key),
-                (StorageKind::Volume, _) | (StorageKind::Class, StorageAction::Add) => true,
+            ClusterEvent::Object(e) => match (e.kind, e.action) {
+                (_, ObjectAction::Delete) => false,
+                (crate::volumes::kinds::CLAIM, _) => super::volume_binding::uses_claim(pod, &e.key),
+                (crate::volumes::kinds::VOLUME, _) | (crate::volumes::kinds::CLASS, ObjectAction::Add) => true,
                 _ => false,
             },
             _ => false,

@@ -2,6 +2,7 @@
 //! TestDryRunPreemption, TestSelectBestCandidate, TestPodEligibleToPreemptOthers),
 //! rebuilt with the default plugins.
 
+use crate::dra::DraObjects;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as core;
@@ -579,10 +580,10 @@ fn device_world(victim_prio: i32) -> (Snapshot, PodInfo) {
     let mut snap = snapshot(&nodes, &[victim]);
     let mut objects = crate::objects::ClusterObjects::default();
     let class = json!({"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}});
-    objects.dra.upsert_class(crate::dra::DeviceClass::from_api(&serde_json::from_value(class).unwrap()).unwrap());
+    objects.dra_mut().upsert_class(crate::dra::DeviceClass::from_api(&serde_json::from_value(class).unwrap()).unwrap());
     let slice = json!({"metadata": {"name": "node1"}, "spec": {"driver": "gpu.example.com", "nodeName": "node1",
         "pool": {"name": "node1", "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}});
-    objects.dra.upsert_slice(crate::dra::Slice::from_api(&serde_json::from_value(slice).unwrap()).unwrap());
+    objects.dra_mut().upsert_slice(crate::dra::Slice::from_api(&serde_json::from_value(slice).unwrap()).unwrap());
     let request = json!([{"name": "r", "exactly": {"deviceClassName": "gpu"}}]);
     let held = json!({"metadata": {"name": "victim-gpu", "namespace": "default", "uid": "c1", "resourceVersion": "1"},
         "spec": {"devices": {"requests": request}},
@@ -592,7 +593,7 @@ fn device_world(victim_prio: i32) -> (Snapshot, PodInfo) {
     let wanted = json!({"metadata": {"name": "p-gpu", "namespace": "default", "uid": "c2", "resourceVersion": "1"},
         "spec": {"devices": {"requests": request}}});
     for c in [held, wanted] {
-        objects.dra.upsert_claim(crate::dra::Claim::from_api(&serde_json::from_value(c).unwrap()).unwrap());
+        objects.dra_mut().upsert_claim(crate::dra::Claim::from_api(&serde_json::from_value(c).unwrap()).unwrap());
     }
     snap.objects = Arc::new(objects);
     let preemptor = PodInfo::from_pod(&pod("p", MID, "").resource_claim("gpu", "p-gpu").build()).unwrap();
@@ -609,7 +610,7 @@ fn a_victims_devices_count_as_freed_when_it_is_their_only_consumer() {
     assert_eq!(ev.failure_message().unwrap(), "0/1 nodes are available: 1 cannot allocate all claims.");
     let out = preempt(&profile, &p, &mut snap, &ev, &[], &d, &mut ZeroRng);
     assert_eq!(chosen(&out, &snap), ("node1".into(), vec!["victim".into()], 0));
-    assert_eq!(snap.objects.dra.holders(&crate::dra::DeviceId::new("gpu.example.com", "node1", "gpu-0")), 1);
+    assert_eq!(snap.objects.dra().holders(&crate::dra::DeviceId::new("gpu.example.com", "node1", "gpu-0")), 1);
     // A holder of the same priority: the device cannot be freed, as kube-scheduler says it.
     let (mut snap, p) = device_world(MID);
     let ev = evaluate(&profile, &p, &snap, &mut StdRng::seed_from_u64(0), EvaluateOptions::default());

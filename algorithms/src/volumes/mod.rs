@@ -2,11 +2,16 @@
 //! shared store that holds the objects with the bindings the scheduler assumed.
 
 pub mod builders;
+pub mod kinds;
 pub mod migration;
 pub mod objects;
+mod part;
 pub mod pod;
 pub mod store;
+mod writes;
 
 pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume, VolumeHandle};
+pub use part::VolumeObjects;
 pub use pod::{Disk, PodClaim, PodVolumes};
 pub use store::VolumeState;
+pub use writes::VolumeWrite;

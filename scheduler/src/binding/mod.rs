@@ -349,14 +349,5 @@ async fn run_pre_bind<H: Host>(
     Ok(())
 }
 
-/// What a claim write does, for its error message.
-pub fn claim_write_verb(w: &algorithms::dra::ClaimWrite) -> &'static str {
-    match (w.allocated, w.claim.allocation().is_some()) {
-        (true, _) => "add allocation and reservation to",
-        (false, true) => "add reservation to",
-        (false, false) => "deallocate",
-    }
-}
-
 /// How often a waiting cycle looks at the watched objects again in `run`.
 pub const POLL: Duration = Duration::from_millis(100);

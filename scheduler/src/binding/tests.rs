@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use algorithms::builders::{NodeBuilder, PodBuilder};
+use algorithms::dra::DraObjects;
 use algorithms::framework::{ApiWrite, Permit, PermitPlugin, PreBindPlugin, Progress, ReservePlugin, Reserved};
 use algorithms::objects::ClusterObjects;
+use algorithms::volumes::VolumeObjects;
 use algorithms::volumes::builders::{GI, class, sized_claim};
 use algorithms::{NodeInfo, PodInfo, Status};
 
@@ -22,7 +24,7 @@ fn engine(profile: algorithms::Profile) -> (Engine, Cycler) {
     let mut engine = Engine::new(vec![profile]);
     let node = NodeBuilder::new("a").label(ZONE, "z1").capacity("2", "8Gi", "110").build();
     engine.cache.upsert_node(NodeInfo::from_node(&node).unwrap());
-    let st = &mut engine.cache.objects_mut().volumes;
+    let st = engine.cache.objects_mut().volumes_mut();
     st.upsert_class(class("wffc", "csi.example.com", true));
     st.upsert_claim(sized_claim("data", "wffc", GI));
     let cycler = Cycler::new(&engine, 1);
@@ -70,7 +72,7 @@ fn run(engine: &mut Engine, api: &MemoryApi, req: &BindRequest, clock: Instant) 
 fn a_failed_prebind_write_unreserves_forgets_wakes_the_waiting_and_retries() {
     let t0 = Instant::now();
     let (mut engine, mut cycler, req) = with_a_pod_assumed_and_one_waiting(t0);
-    assert_eq!(engine.cache.objects().volumes.claim("default/data").unwrap().selected_node.as_deref(), Some("a"));
+    assert_eq!(engine.cache.objects().volumes().claim("default/data").unwrap().selected_node.as_deref(), Some("a"));
     let api = MemoryApi::default();
     api.fail_writes(1);
     let Finished::Failed { step, message, requeued } = run(&mut engine, &api, &req, t0) else { panic!("bound") };
@@ -78,7 +80,7 @@ fn a_failed_prebind_write_unreserves_forgets_wakes_the_waiting_and_retries() {
     assert!(message.starts_with("running PreBind plugin \"VolumeBinding\": "), "{message}");
     assert!(requeued);
     // Unreserve: the claim's node selection was only assumed, and is gone.
-    assert_eq!(engine.cache.objects().volumes.claim("default/data").unwrap().selected_node, None);
+    assert_eq!(engine.cache.objects().volumes().claim("default/data").unwrap().selected_node, None);
     assert!(!engine.cache.has_reservation("default/p"));
     assert_eq!(engine.cache.node_of("default/p"), None);
     // The forget event freed the CPUs q waited for; p is back with backoff.
@@ -90,12 +92,14 @@ fn a_failed_prebind_write_unreserves_forgets_wakes_the_waiting_and_retries() {
     let req = schedule(&mut engine, &mut cycler, later);
     assert_eq!(req.pod.name, "p");
     assert_eq!(run(&mut engine, &api, &req, later), Finished::Bound);
-    let st = &engine.cache.objects().volumes;
+    let st = engine.cache.objects().volumes();
     let claim = st.api_claim("default/data").unwrap();
     assert!(claim.fully_bound(), "{claim:?}");
     assert!(st.api_volume(&claim.volume_name).unwrap().admits(&[(ZONE.to_string(), "z1".to_string())].into()));
     assert!(!engine.cache.is_assumed("default/p"));
-    assert_eq!(api.take_claims().get("default/data"), Some(&claim.volume_name));
+    let reported = api.report(&engine);
+    let claims = reported.fields.iter().find(|(name, _)| *name == "claims").map(|(_, v)| v.clone());
+    assert_eq!(claims.unwrap_or_default()["default/data"].as_str(), Some(claim.volume_name.as_str()));
 }
 
 #[test]
@@ -110,7 +114,7 @@ fn a_failed_binding_forgets_wakes_the_waiting_and_retries() {
     let lengths = engine.queue.lengths();
     assert_eq!((lengths.unschedulable, lengths.backoff), (0, 2), "{lengths:?}");
     // PreBind had completed: the claim stays bound, and decides p's node on the retry.
-    assert!(engine.cache.objects().volumes.api_claim("default/data").unwrap().fully_bound());
+    assert!(engine.cache.objects().volumes().api_claim("default/data").unwrap().fully_bound());
     engine.queue.delete("default/q");
     let later = t0 + Duration::from_secs(11);
     let req = schedule(&mut engine, &mut cycler, later);
@@ -302,7 +306,7 @@ fn dra_engine() -> (Engine, Cycler) {
 fn dra_engine_with(device: serde_json::Value) -> (Engine, Cycler) {
     use algorithms::dra::{Claim, DeviceClass, Slice};
     let (mut engine, cycler) = default_engine();
-    let dra = &mut engine.cache.objects_mut().dra;
+    let dra = engine.cache.objects_mut().dra_mut();
     let class = serde_json::json!({"metadata": {"name": "gpu"},
         "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
     dra.upsert_class(DeviceClass::from_api(&serde_json::from_value(class).unwrap()).unwrap());
@@ -328,7 +332,7 @@ fn a_failed_binding_takes_the_pod_out_of_the_claims_it_was_reserved_in() {
     assert_eq!(step, "Bind");
     // PreBind wrote the allocation and the reservation; Unreserve took the pod back out
     // through the API, and left the allocation, as kube-scheduler's Unreserve does.
-    let claim = engine.cache.objects().dra.api_claim("default/gpu").unwrap().clone();
+    let claim = engine.cache.objects().dra().api_claim("default/gpu").unwrap().clone();
     let status = claim.api.status.clone().unwrap_or_default();
     assert!(status.allocation.is_some(), "the allocation stays");
     assert!(status.reserved_for.unwrap_or_default().is_empty(), "the pod left reservedFor");
@@ -336,7 +340,7 @@ fn a_failed_binding_takes_the_pod_out_of_the_claims_it_was_reserved_in() {
     let later = t0 + Duration::from_secs(11);
     let req = schedule(&mut engine, &mut cycler, later);
     assert_eq!(run(&mut engine, &api, &req, later), Finished::Bound);
-    let claim = engine.cache.objects().dra.api_claim("default/gpu").unwrap().clone();
+    let claim = engine.cache.objects().dra().api_claim("default/gpu").unwrap().clone();
     let consumers: Vec<String> = claim
         .api
         .status
@@ -359,7 +363,7 @@ fn the_in_memory_api_reports_binding_conditions_as_a_driver_would() {
     engine.enqueue(Arc::new(p), t0);
     let req = schedule(&mut engine, &mut cycler, t0);
     assert_eq!(run(&mut engine, &MemoryApi::default(), &req, t0), Finished::Bound);
-    let claim = engine.cache.objects().dra.api_claim("default/gpu").unwrap().clone();
+    let claim = engine.cache.objects().dra().api_claim("default/gpu").unwrap().clone();
     let status = claim.api.status.clone().unwrap_or_default();
     let devices = status.devices.unwrap_or_default();
     let conditions: Vec<(String, String)> =

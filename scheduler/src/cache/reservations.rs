@@ -82,6 +82,7 @@ impl Cache {
 mod tests {
     use algorithms::builders::{NodeBuilder, PodBuilder};
     use algorithms::volumes::builders::{GI, class, sized_claim, volume};
+    use algorithms::volumes::{VolumeObjects, VolumeWrite};
     use algorithms::{NodeInfo, PodInfo, Status};
 
     use super::*;
@@ -93,7 +94,7 @@ mod tests {
         for (n, z) in [("a", "z1"), ("b", "z2")] {
             c.upsert_node(NodeInfo::from_node(&NodeBuilder::new(n).label(ZONE, z).build()).unwrap_or_default());
         }
-        let st = &mut c.objects_mut().volumes;
+        let st = c.objects_mut().volumes_mut();
         st.upsert_class(class("wffc", "csi.example.com", true));
         st.upsert_class(class("local", "kubernetes.io/no-provisioner", true));
         st.upsert_claim(sized_claim("dyn", "wffc", GI));
@@ -117,10 +118,19 @@ mod tests {
         c.assume(&p, "b").unwrap();
         c.reserve(&p, "b", &plugins()).unwrap();
         let reserved = c.reserved("default/p", "VolumeBinding").unwrap();
-        let b = reserved.downcast_ref::<algorithms::plugins::volume_binding::NodeBindings>().unwrap();
-        assert_eq!(b.provisions[0].selected_node.as_deref(), Some("b"));
-        assert_eq!(b.static_bindings[0].1.name, "pv-static");
-        let st = &c.objects().volumes;
+        // What PreBind writes from the reservation: the static volume's claimRef, then
+        // the provisioned claim's node.
+        let profile = algorithms::config::default_profile("custom-scheduler");
+        let pre_bind = profile.pre_binds.iter().find(|p| p.name() == "VolumeBinding").unwrap();
+        let writes = pre_bind.pre_bind(reserved, "b");
+        let writes: Vec<&VolumeWrite> = writes.iter().filter_map(|w| w.get::<VolumeWrite>()).collect();
+        let [VolumeWrite::BindVolume { volume, .. }, VolumeWrite::SelectNode { claim, node }] = writes.as_slice()
+        else {
+            panic!("{writes:?}")
+        };
+        assert_eq!((claim.selected_node.as_deref(), node.as_str()), (Some("b"), "b"));
+        assert_eq!(volume.name, "pv-static");
+        let st = c.objects().volumes();
         assert!(st.volume("pv-static").unwrap().claim_ref.is_some());
         assert_eq!(st.claim("default/dyn").unwrap().selected_node.as_deref(), Some("b"));
     }
@@ -133,7 +143,7 @@ mod tests {
         c.reserve(&p, "a", &plugins()).unwrap();
         c.forget("default/p");
         assert!(c.reserved("default/p", "VolumeBinding").is_none());
-        let st = &c.objects().volumes;
+        let st = c.objects().volumes();
         assert!(st.volume("pv-static").unwrap().claim_ref.is_none());
         assert!(st.claim("default/dyn").unwrap().selected_node.is_none());
     }
@@ -146,18 +156,18 @@ mod tests {
         c.reserve(&p, "a", &plugins()).unwrap();
         c.remove_node("a");
         assert!(c.reserved("default/p", "VolumeBinding").is_none());
-        assert!(c.objects().volumes.volume("pv-static").unwrap().claim_ref.is_none());
+        assert!(c.objects().volumes().volume("pv-static").unwrap().claim_ref.is_none());
         c.assume(&p, "b").unwrap();
         c.reserve(&p, "b", &plugins()).unwrap();
         c.remove_pod("default/p");
         assert!(!c.has_reservation("default/p"));
-        assert!(c.objects().volumes.claim("default/dyn").unwrap().selected_node.is_none());
+        assert!(c.objects().volumes().claim("default/dyn").unwrap().selected_node.is_none());
     }
 
     #[test]
     fn reserve_fails_when_the_store_changed_since_filter() {
         let mut c = cache();
-        c.objects_mut().volumes.remove_volume("pv-static");
+        c.objects_mut().volumes_mut().remove_volume("pv-static");
         let p = pod();
         c.assume(&p, "a").unwrap();
         let err = c.reserve(&p, "a", &plugins()).unwrap_err();

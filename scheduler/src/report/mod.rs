@@ -85,7 +85,7 @@ fn utilization(d: &RunDetail) -> Markup {
                     }
                 }).collect()).collect()
             };
-            @match resource.strip_prefix(crate::detail::DEVICES_PREFIX) {
+            @match resource.strip_prefix(algorithms::dra::DEVICES_PREFIX) {
                 Some(class) => h3 { "DRA devices of class " (class) " (held by claims, of those the node reaches)" },
                 None => h3 { (resource) },
             }

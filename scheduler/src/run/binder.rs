@@ -7,11 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use algorithms::PodInfo;
-use algorithms::dra::ClaimWrite;
-use algorithms::framework::{ApiWrite, resource_version as version};
-use algorithms::volumes::objects::{BOUND_BY_CONTROLLER, SELECTED_NODE};
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::resource::v1::ResourceClaim;
+use algorithms::framework::ApiWrite;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -67,55 +64,9 @@ impl ClusterApi for ApiHost {
         let _writing = self.shared.foreground.writing();
         let _slot = (self.shared.foreground.waiting_for(self.write_slots.acquire()).await)
             .map_err(|_| "the scheduler is stopping".to_string())?;
-        let params = PatchParams::default();
-        match write {
-            ApiWrite::BindVolume { volume, claim } => {
-                let api: Api<PersistentVolume> = Api::all(self.client.clone());
-                let mut annotations = serde_json::Map::new();
-                if let Some(v) = volume.annotations.get(BOUND_BY_CONTROLLER) {
-                    annotations.insert(BOUND_BY_CONTROLLER.into(), v.clone().into());
-                }
-                let patch = json!({
-                    "metadata": {"resourceVersion": volume.resource_version, "annotations": annotations},
-                    "spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                        "namespace": claim.namespace, "name": claim.name, "uid": claim.uid}},
-                });
-                let pv = api
-                    .patch(&volume.name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| format!("binding volume {} to claim {}: {e}", volume.name, claim.key()))?;
-                Ok(version(pv.metadata.resource_version.as_deref().unwrap_or_default()))
-            }
-            ApiWrite::SelectNode { claim, node } => {
-                let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
-                let patch = json!({"metadata": {"resourceVersion": claim.resource_version,
-                    "annotations": {SELECTED_NODE: node}}});
-                let pvc = api
-                    .patch(&claim.name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| format!("selecting node {node} for claim {}: {e}", claim.key()))?;
-                Ok(version(pvc.metadata.resource_version.as_deref().unwrap_or_default()))
-            }
-            ApiWrite::Claim(w) => write_claim(&self.client, w).await,
-            ApiWrite::CreateClaim(w) => super::extended_claims::create(&self.client, w).await,
-            ApiWrite::DeleteClaim { namespace, name } => {
-                super::extended_claims::delete(&self.client, namespace, name).await
-            }
-            ApiWrite::PodExtendedClaim { namespace, pod, claim, mappings } => {
-                super::extended_claims::record(&self.client, namespace, pod, claim, mappings).await
-            }
-            ApiWrite::ReleaseClaim { namespace, name, claim_uid, pod_uid } => {
-                // kube-scheduler's Unreserve patch: the entry of the pod goes, whatever
-                // else changed in the claim meanwhile.
-                let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
-                let patch = json!({"metadata": {"uid": claim_uid},
-                    "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}});
-                let claim = api
-                    .patch_status(name, &params, &Patch::Strategic(&patch))
-                    .await
-                    .map_err(|e| format!("unreserve claim {namespace}/{name}: {e}"))?;
-                Ok(version(claim.metadata.resource_version.as_deref().unwrap_or_default()))
-            }
+        match crate::owners::API_OWNERS.iter().find_map(|o| o.write(&self.client, write)) {
+            Some(made) => made.await,
+            None => Err(format!("no owner makes the write {write:?}")),
         }
     }
 
@@ -132,37 +83,6 @@ impl ClusterApi for ApiHost {
         }
         bind(&self.client, pod, node).await
     }
-}
-
-/// Writes a claim as DynamicResources' PreBind does: the delete-protection finalizer
-/// first when it is missing, then `status.allocation` and `status.reservedFor`, each with
-/// the resource version it was made over as precondition (a conflict fails the write).
-pub(super) async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
-    let claim = &w.claim;
-    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &claim.namespace);
-    let params = PatchParams::default();
-    let mut rv = claim.api.metadata.resource_version.clone().unwrap_or_default();
-    let what = crate::binding::claim_write_verb(w);
-    if w.add_finalizer {
-        let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": claim.api.metadata.finalizers}});
-        let updated = api
-            .patch(&claim.name, &params, &Patch::Merge(&patch))
-            .await
-            .map_err(|e| format!("add finalizer to claim {}: {e}", claim.key()))?;
-        rv = updated.metadata.resource_version.unwrap_or_default();
-    }
-    let status = claim.api.status.clone().unwrap_or_default();
-    let mut fields = json!({"allocation": status.allocation, "reservedFor": status.reserved_for});
-    if status.allocation.is_none() {
-        // A deallocation also drops what drivers reported about the devices.
-        fields["devices"] = serde_json::Value::Null;
-    }
-    let patch = json!({"metadata": {"resourceVersion": rv}, "status": fields});
-    let updated = api
-        .patch_status(&claim.name, &params, &Patch::Merge(&patch))
-        .await
-        .map_err(|e| format!("{what} claim {}: {e}", claim.key()))?;
-    Ok(version(updated.metadata.resource_version.as_deref().unwrap_or_default()))
 }
 
 impl Host for ApiHost {

@@ -10,9 +10,9 @@ use kube::{Api, Client};
 use tracing::info;
 
 use super::Shared;
-use super::relist::Mirror;
 use super::state::Feed;
-use super::watches::watch;
+use crate::watch::relist::Mirror;
+use crate::watch::watches::watch;
 
 /// Runs the watch until the process stops, publishing the budgets to the cache.
 pub async fn run(client: Client, shared: Arc<Shared>) {

@@ -12,9 +12,9 @@ use kube::{Api, Client};
 use tracing::{info, warn};
 
 use super::Shared;
-use super::relist::{Change, Relist, key_of};
 use super::state::{Feed, State, pod_key};
-use super::watches::{Watched, watch};
+use crate::watch::relist::{Change, Relist, key_of};
+use crate::watch::watches::{Watched, watch};
 
 #[allow(clippy::large_enum_variant)] // one update at a time flows through; boxing buys nothing
 enum Update {

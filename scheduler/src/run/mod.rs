@@ -17,20 +17,17 @@ pub mod binder;
 pub mod budgets;
 pub mod events;
 mod expectation;
-mod extended_claims;
 pub mod foreground;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+mod objects;
 pub mod pod_groups;
 pub mod preempt;
-pub mod relist;
 mod scheduling;
 mod serial;
 pub mod server;
 pub mod state;
-mod storage;
-pub mod watches;
 pub mod workloads;
 
 use std::net::SocketAddr;
@@ -264,7 +261,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     tokio::spawn(informer::run(client.clone(), shared.clone()));
     tokio::spawn(workloads::run(client.clone(), shared.clone()));
     tokio::spawn(budgets::run(client.clone(), shared.clone()));
-    tokio::spawn(storage::run(client.clone(), shared.clone()));
+    tokio::spawn(objects::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::statuses(client.clone(), shared.clone()));
 

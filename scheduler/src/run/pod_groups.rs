@@ -15,10 +15,10 @@ use kube::{Api, Client};
 use tracing::{info, warn};
 
 use super::Shared;
-use super::relist::Mirror;
 use super::state::Feed;
-use super::watches::watch;
 use crate::gang::{self, Api as GroupApi, PodGroupSpec};
+use crate::watch::relist::Mirror;
+use crate::watch::watches::watch;
 
 /// How often a missing CRD is looked for again.
 const CRD_POLL: Duration = Duration::from_secs(30);

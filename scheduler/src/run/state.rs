@@ -29,8 +29,9 @@ pub enum Feed {
     Budgets,
     /// PodGroups (or their kind found not served).
     PodGroups,
-    /// Claims, volumes, classes and CSI objects (or their watch found failing).
-    Storage,
+    /// The cluster objects plugins own: claims, volumes, CSI and DRA objects (or their
+    /// watches found failing).
+    Objects,
 }
 
 impl Feed {
@@ -43,13 +44,13 @@ impl Feed {
             Feed::Workloads => "workloads",
             Feed::Budgets => "poddisruptionbudgets",
             Feed::PodGroups => "podgroups",
-            Feed::Storage => "storage",
+            Feed::Objects => "objects",
         }
     }
 
     /// Every feed.
     pub const ALL: [Feed; 7] =
-        [Feed::Nodes, Feed::Pods, Feed::Namespaces, Feed::Workloads, Feed::Budgets, Feed::PodGroups, Feed::Storage];
+        [Feed::Nodes, Feed::Pods, Feed::Namespaces, Feed::Workloads, Feed::Budgets, Feed::PodGroups, Feed::Objects];
 }
 
 /// Cache, queue and sync state, behind one mutex.

@@ -14,9 +14,9 @@ use kube::{Api, Client, ResourceExt};
 use tracing::{info, warn};
 
 use super::Shared;
-use super::relist::Mirror;
 use super::state::Feed;
-use super::watches::watch;
+use crate::watch::relist::Mirror;
+use crate::watch::watches::watch;
 
 fn set_selector(
     kind: &str,

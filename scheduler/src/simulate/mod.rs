@@ -78,45 +78,18 @@ pub struct SimulationReport {
     /// unschedulable, so none left to make room.
     #[serde(skip_serializing_if = "is_zero")]
     pub never_created: usize,
-    /// Claims the scheduled pods bound (`namespace/name`) to their volumes: static ones,
-    /// or volumes provisioned in memory on the pod's node.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub claims: BTreeMap<String, String>,
-    /// ResourceClaims allocated when the run ended (`namespace/name`): their devices and
-    /// the pods they are reserved for.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub resource_claims: BTreeMap<String, AllocatedClaim>,
+    /// What the owners of cluster objects report (`claims`: the claims the scheduled
+    /// pods bound to volumes, static or provisioned in memory; `resourceClaims`: the
+    /// ResourceClaims allocated when the run ended, their devices and the pods they are
+    /// reserved for), by field.
+    #[serde(flatten)]
+    pub owned: BTreeMap<&'static str, serde_json::Value>,
+    /// Their lines for the readable summary.
+    #[serde(skip)]
+    pub owned_lines: Vec<String>,
     /// Per-node and per-pod detail, when [`SimulateOptions::detail`] asked for it.
     #[serde(skip)]
     pub detail: Option<crate::detail::RunDetail>,
-}
-
-/// An allocated ResourceClaim at the end of a simulation.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct AllocatedClaim {
-    /// Devices as `driver/pool/device`.
-    pub devices: Vec<String>,
-    /// Names of the pods it is reserved for.
-    pub reserved_for: Vec<String>,
-}
-
-/// Every allocated claim of the engine's cluster objects.
-fn allocated_claims(engine: &Engine) -> BTreeMap<String, AllocatedClaim> {
-    let dra = &engine.cache.objects().dra;
-    dra.claims()
-        .filter_map(|c| {
-            let a = c.allocation()?;
-            let devices = a
-                .devices
-                .iter()
-                .flat_map(|d| d.results.iter().flatten())
-                .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
-                .collect();
-            let reserved_for = c.reserved_for.iter().map(|r| r.name.clone()).collect();
-            Some((c.key(), AllocatedClaim { devices, reserved_for }))
-        })
-        .collect()
 }
 
 /// One preemption: the pod that preempted, the node and the pods evicted there.
@@ -239,8 +212,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
     }
     engine.cache.set_workloads(cluster.workloads);
     engine.cache.set_budgets(cluster.budgets);
-    engine.cache.objects_mut().volumes = cluster.volumes;
-    engine.cache.objects_mut().dra = cluster.dra;
+    *engine.cache.objects_mut() = cluster.owned;
     for (key, spec) in cluster.pod_groups {
         engine.groups.upsert(key, spec);
     }
@@ -272,7 +244,7 @@ pub fn load(engine: &mut Engine, cluster: ParsedCluster) -> (Vec<PodInfo>, usize
 struct Drained {
     preemptions: Vec<PreemptionRecord>,
     placements: BTreeMap<String, String>,
-    claims: BTreeMap<String, String>,
+    owned: algorithms::owners::Reported,
     failures: BTreeMap<String, String>,
     latencies: Vec<Duration>,
 }
@@ -312,7 +284,7 @@ fn drain(
             }
         }
     }
-    out.claims.extend(api.take_claims());
+    out.owned = api.report(engine);
     out
 }
 
@@ -483,8 +455,8 @@ pub fn run_streamed(
     report.unschedulable = d.failures.len();
     report.attempts = d.latencies.len();
     report.placements = d.placements;
-    report.claims = d.claims;
-    report.resource_claims = allocated_claims(&engine);
+    report.owned = d.owned.fields.into_iter().collect();
+    report.owned_lines = d.owned.lines;
     report.preemptions = d.preemptions;
     report.failures = d.failures;
     report.seconds = elapsed.as_secs_f64();
@@ -542,8 +514,8 @@ pub fn render(report: &SimulationReport) -> String {
             let _ = writeln!(s, "  … and {} more", report.preemptions.len() - 20);
         }
     }
-    if !report.claims.is_empty() {
-        let _ = writeln!(s, "Claims bound: {} (before their pods were bound).", report.claims.len());
+    for line in &report.owned_lines {
+        let _ = writeln!(s, "{line}");
     }
     if report.churn_steps > 0 {
         let _ = writeln!(

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use algorithms::PodInfo;
-use algorithms::events::{ClusterEvent, StorageAction, StorageEvent, StorageKind};
+use algorithms::events::ClusterEvent;
+use algorithms::plugins::registry::OWNERS;
 
 use crate::engine::Engine;
 
@@ -31,16 +32,10 @@ impl Steady {
     /// Deletes the bound pod `pod` and the claims it owns, then creates the next pod.
     pub(super) fn bound(&mut self, engine: &mut Engine, pod: &PodInfo, clock: Instant) {
         engine.remove_pod(&pod.key(), clock);
-        // The garbage collector deletes the claims the pod owns: those made from its
-        // templates and its extended resource claim.
-        let uid = algorithms::plugins::dynamic_resources::pod_uid(pod);
-        let special = engine.cache.objects().dra.special_claim(&uid).map(|c| c.name.clone());
-        let own = pod.resource_claims.iter().filter(|c| c.from_template).filter_map(|c| c.claim.clone());
-        for name in own.chain(special) {
-            let key = format!("{}/{name}", pod.namespace);
-            if engine.cache.objects_mut().dra.remove_claim(&key).is_some() {
-                let event = StorageEvent { kind: StorageKind::ResourceClaim, action: StorageAction::Delete, key };
-                engine.on_event(ClusterEvent::Storage(event), clock);
+        // The garbage collector deletes what the pod owns (its claims).
+        for owner in OWNERS {
+            for event in owner.pod_deleted(engine.cache.objects_mut(), pod) {
+                engine.on_event(ClusterEvent::Object(event), clock);
             }
         }
         if let Some(next) = self.waiting.pop_front() {

@@ -37,6 +37,12 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The objects plugins own, as the cluster would hold them: the volume and the DRA
+    /// objects.
+    pub fn owned(&self) -> algorithms::objects::ClusterObjects {
+        algorithms::objects::ClusterObjects::default().with(self.volumes.clone()).with(self.dra.clone())
+    }
+
     /// The PodGroups' specs (`namespace/name`), held to the topology key when there is one.
     pub fn pod_group_specs(&self) -> Vec<(String, crate::gang::PodGroupSpec)> {
         let spec = |min: u32| {

@@ -3,3 +3,4 @@
 
 pub mod api_util;
 pub mod fake_api;
+pub mod report;

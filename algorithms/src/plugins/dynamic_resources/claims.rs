@@ -44,10 +44,7 @@ pub fn owned_by(claim: &Claim, pod: &PodInfo) -> bool {
     })
 }
 
-/// The UID the pod is reserved under (pods read from files may have none).
-pub fn pod_uid(pod: &PodInfo) -> String {
-    if pod.uid.is_empty() { format!("uid-{}-{}", pod.namespace, pod.name) } else { pod.uid.clone() }
-}
+pub use crate::dra::pod_uid;
 
 /// Checks the classes of a claim that is still to be allocated.
 pub fn check_classes(claim: &Claim, dra: &DraState) -> Result<(), String> {

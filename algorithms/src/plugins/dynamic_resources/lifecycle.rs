@@ -13,6 +13,7 @@ use k8s_openapi::api::resource::v1 as api;
 use super::{DynamicResources, NAME, pod_uid};
 use crate::dra::extended::{self, Mapping};
 use crate::dra::{Claim, ClaimWrite, FINALIZER};
+use crate::dra::{DraObjects, DraWrite};
 use crate::framework::{ApiWrite, PreBindPlugin, Progress, ReservePlugin, Reserved};
 use crate::node_info::NodeInfo;
 use crate::objects::ClusterObjects;
@@ -98,7 +99,7 @@ impl ReservePlugin for DynamicResources {
         let mut allocations = allocations.into_iter();
         let uid = pod_uid(pod);
         let mut reservation = Reservation::default();
-        for claim in super::pod_claims(pod, &objects.dra).map_err(Status::error)? {
+        for claim in super::pod_claims(pod, objects.dra()).map_err(Status::error)? {
             let allocation = if claim.allocation().is_none() {
                 Some(allocations.next().ok_or_else(|| Status::error("claim allocation not found for node"))?)
             } else if claim.reserved_for_pod(&uid) {
@@ -120,7 +121,7 @@ impl ReservePlugin for DynamicResources {
             return Ok(None);
         }
         for w in reservation.claims() {
-            objects.dra.assume(w.claim.clone());
+            objects.dra_mut().assume(w.claim.clone());
         }
         Ok(Some(Arc::new(reservation)))
     }
@@ -129,7 +130,7 @@ impl ReservePlugin for DynamicResources {
         if let Some(r) = reserved.downcast_ref::<Reservation>() {
             let claims: Vec<&ClaimWrite> = r.claims().collect();
             for w in claims.into_iter().rev() {
-                objects.dra.restore(&w.claim);
+                objects.dra_mut().restore(&w.claim);
             }
         }
     }
@@ -142,15 +143,15 @@ impl PreBindPlugin for DynamicResources {
 
     fn pre_bind(&self, reserved: &Reserved, _node: &str) -> Vec<ApiWrite> {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return Vec::new() };
-        let mut writes: Vec<ApiWrite> = r.writes.iter().map(|w| ApiWrite::Claim(w.clone())).collect();
+        let mut writes: Vec<ApiWrite> = r.writes.iter().map(|w| ApiWrite::new(DraWrite::Claim(w.clone()))).collect();
         if let Some(s) = &r.special {
-            writes.push(ApiWrite::CreateClaim(s.write.clone()));
-            writes.push(ApiWrite::PodExtendedClaim {
+            writes.push(ApiWrite::new(DraWrite::CreateClaim(s.write.clone())));
+            writes.push(ApiWrite::new(DraWrite::PodExtendedClaim {
                 namespace: s.write.claim.namespace.clone(),
                 pod: s.pod.clone(),
                 claim: s.write.claim.name.clone(),
                 mappings: s.mappings.clone(),
-            });
+            }));
         }
         writes
     }
@@ -167,7 +168,7 @@ impl PreBindPlugin for DynamicResources {
             if !super::binding::has_binding_conditions(&w.claim.api) {
                 continue;
             }
-            let current = objects.dra.claim(&w.claim.key()).map_or(&w.claim.api, |c| &c.api);
+            let current = objects.dra().claim(&w.claim.key()).map_or(&w.claim.api, |c| &c.api);
             match super::binding::readiness(current) {
                 super::binding::Readiness::Ready => {}
                 super::binding::Readiness::Waiting => return Progress::Waiting,
@@ -195,18 +196,20 @@ impl PreBindPlugin for DynamicResources {
             .writes
             .iter()
             .take(landed)
-            .map(|w| ApiWrite::ReleaseClaim {
-                namespace: w.claim.namespace.clone(),
-                name: w.claim.name.clone(),
-                claim_uid: w.claim.uid.clone(),
-                pod_uid: uid.clone(),
+            .map(|w| {
+                ApiWrite::new(DraWrite::ReleaseClaim {
+                    namespace: w.claim.namespace.clone(),
+                    name: w.claim.name.clone(),
+                    claim_uid: w.claim.uid.clone(),
+                    pod_uid: uid.clone(),
+                })
             })
             .collect();
         if let Some(s) = r.special.as_ref().filter(|_| landed > r.writes.len()) {
-            undo.push(ApiWrite::DeleteClaim {
+            undo.push(ApiWrite::new(DraWrite::DeleteClaim {
                 namespace: s.write.claim.namespace.clone(),
                 name: s.write.claim.name.clone(),
-            });
+            }));
         }
         undo
     }
@@ -215,7 +218,7 @@ impl PreBindPlugin for DynamicResources {
     fn written(&self, objects: &mut ClusterObjects, reserved: &Reserved, versions: &[u64]) {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return };
         for (w, version) in r.claims().zip(versions) {
-            objects.dra.written(&w.claim, *version);
+            objects.dra_mut().written(&w.claim, *version);
         }
     }
 

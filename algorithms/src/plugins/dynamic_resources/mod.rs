@@ -11,21 +11,25 @@
 
 mod binding;
 mod claims;
+mod controller;
 mod extended;
 mod lifecycle;
+mod owner;
 mod post_filter;
 #[cfg(test)]
 mod tests;
 
+use crate::dra::DraObjects;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use claims::{check_classes, owned_by, pod_claims, pod_uid};
 pub use extended::{Batch, DELETED, Extended, STALE};
 pub use lifecycle::Reservation;
+pub use owner::Dra;
 
 use crate::dra::{self, Claim, Features, Outcome};
-use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::NodeSelector;
 use crate::node_info::NodeInfo;
@@ -143,7 +147,7 @@ impl ClaimState {
         if mask == 0 {
             return (0, None);
         }
-        (mask, Some(x.batch(mask, &self.to_allocate, pod, &self.objects.dra, plugin)))
+        (mask, Some(x.batch(mask, &self.to_allocate, pod, self.objects.dra(), plugin)))
     }
 }
 
@@ -153,8 +157,8 @@ impl DynamicResources {
         if !may_need_devices(pod) {
             return Ok(None);
         }
-        let claims = pod_claims(pod, &objects.dra).map_err(Status::unresolvable)?;
-        let extended = Extended::find(pod, &objects.dra, self.features);
+        let claims = pod_claims(pod, objects.dra()).map_err(Status::unresolvable)?;
+        let extended = Extended::find(pod, objects.dra(), self.features);
         if claims.is_empty() && extended.is_none() {
             return Ok(None);
         }
@@ -177,12 +181,12 @@ impl DynamicResources {
                     }
                 }
                 None => {
-                    check_classes(&claim, &objects.dra).map_err(Status::unresolvable)?;
+                    check_classes(&claim, objects.dra()).map_err(Status::unresolvable)?;
                     state.to_allocate.push(claim);
                 }
             }
         }
-        state.plan = dra::plan(&objects.dra, &state.to_allocate, self.features)
+        state.plan = dra::plan(objects.dra(), &state.to_allocate, self.features)
             .map(|p| p.with_timeout(self.args.filter_timeout));
         Ok(Some(state))
     }
@@ -218,7 +222,7 @@ impl DynamicResources {
         if claims.is_empty() {
             return Ok(());
         }
-        let dra = &state.objects.dra;
+        let dra = state.objects.dra();
         if dra.only_node_local() {
             // Every node reaches devices of its own: nothing to share.
             return self.run(&state.objects, claims, plan, node, false).map(|_| ());
@@ -261,7 +265,7 @@ impl DynamicResources {
             return Ok(Vec::new());
         }
         let plan = plan.as_ref().map_err(|e| Status::error(e.clone()))?;
-        let dra = &objects.dra;
+        let dra = objects.dra();
         let outcome = if build {
             dra::allocate_planned(dra, &node.name, &node.labels, claims, plan)
         } else {
@@ -290,7 +294,7 @@ impl DynamicResources {
         let (_, batch) = state.batch(self, pod, node);
         let (claims, plan) = Self::claims_of(state, batch.as_deref());
         match plan {
-            Ok(plan) => dra::diagnose(&state.objects.dra, &node.name, &node.labels, claims, plan),
+            Ok(plan) => dra::diagnose(state.objects.dra(), &node.name, &node.labels, claims, plan),
             Err(e) => e.clone(),
         }
     }
@@ -309,7 +313,7 @@ impl FilterPlugin for DynamicResources {
         if !may_need_devices(pod) {
             return None;
         }
-        pod_claims(pod, &objects.dra).err()
+        pod_claims(pod, objects.dra()).err()
     }
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
@@ -345,14 +349,17 @@ impl FilterPlugin for DynamicResources {
     fn queueing_hint(&self, pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
         match event {
             ClusterEvent::NodeAdded(_) | ClusterEvent::NodeUpdated { .. } => QueueingHint::Queue,
-            ClusterEvent::Storage(e) => match (e.kind, e.action) {
-                (StorageKind::ResourceClaim, StorageAction::Add) => {
+            ClusterEvent::Object(e) => match (e.kind, e.action) {
+                (crate::dra::kinds::RESOURCE_CLAIM, ObjectAction::Add) => {
                     let own = pod.resource_claims.iter().filter_map(|c| c.claim.as_deref());
                     QueueingHint::from_bool(own.into_iter().any(|n| e.key == format!("{}/{n}", pod.namespace)))
                 }
-                (StorageKind::ResourceClaim | StorageKind::ResourceSlice | StorageKind::DeviceClass, _) => {
-                    QueueingHint::Queue
-                }
+                (
+                    crate::dra::kinds::RESOURCE_CLAIM
+                    | crate::dra::kinds::RESOURCE_SLICE
+                    | crate::dra::kinds::DEVICE_CLASS,
+                    _,
+                ) => QueueingHint::Queue,
                 _ => QueueingHint::Skip,
             },
             _ => QueueingHint::Skip,
@@ -365,7 +372,7 @@ impl FilterPlugin for DynamicResources {
         let keys: Vec<String> = evicted
             .iter()
             .flat_map(|p| {
-                let special = objects.dra.special_claim(&pod_uid(p)).map(|c| &c.name);
+                let special = objects.dra().special_claim(&pod_uid(p)).map(|c| &c.name);
                 let claims = p.resource_claims.iter().filter_map(|c| c.claim.as_ref());
                 let claims = claims.chain(p.extended_claim.as_ref().or(special));
                 claims.map(move |c| format!("{}/{c}", p.namespace))
@@ -377,7 +384,7 @@ impl FilterPlugin for DynamicResources {
         let uids: Vec<String> = evicted.iter().map(|p| pod_uid(p)).collect();
         let uids: Vec<&str> = uids.iter().map(String::as_str).collect();
         let mut after = objects.clone();
-        (after.dra.release_consumers(keys.iter().map(String::as_str), &uids) > 0).then_some(after)
+        (after.dra_mut().release_consumers(keys.iter().map(String::as_str), &uids) > 0).then_some(after)
     }
 }
 

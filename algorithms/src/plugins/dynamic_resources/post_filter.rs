@@ -12,6 +12,7 @@ use super::{
     STILL_NOT_SCHEDULABLE, pod_claims, pod_uid,
 };
 use crate::dra::{Claim, ClaimWrite};
+use crate::dra::{DraObjects, DraWrite};
 use crate::framework::{ApiWrite, Evaluation, PostFilterPlugin, PostFilterResult, Profile};
 use crate::labels::NodeSelector;
 use crate::pod_info::PodInfo;
@@ -37,11 +38,12 @@ impl PostFilterPlugin for DynamicResources {
             Some(_) => return PostFilterResult::Stopped(STATE_MISSING.into()),
             None => {}
         }
-        let extended = Extended::find(pod, &snapshot.objects.dra, self.features);
+        let extended = Extended::find(pod, snapshot.objects.dra(), self.features);
         if let Some(stale) = extended.as_ref().and_then(|x| x.stale.as_ref()) {
             // kube-scheduler deletes the claim left from an earlier attempt, so that the
             // next one starts anew.
-            let write = ApiWrite::DeleteClaim { namespace: stale.namespace.clone(), name: stale.name.clone() };
+            let write =
+                ApiWrite::new(DraWrite::DeleteClaim { namespace: stale.namespace.clone(), name: stale.name.clone() });
             return PostFilterResult::Released { message: DELETED.into(), clear: false, writes: vec![write] };
         }
         if pod.resource_claims.iter().all(|c| c.not_needed) && extended.is_none() {
@@ -53,7 +55,7 @@ impl PostFilterPlugin for DynamicResources {
                 PostFilterResult::Released {
                     message: DEALLOCATED.into(),
                     clear: false,
-                    writes: vec![ApiWrite::Claim(write)],
+                    writes: vec![ApiWrite::new(DraWrite::Claim(write))],
                 }
             }
             None => PostFilterResult::Unschedulable { message: STILL_NOT_SCHEDULABLE.into(), clear: false },
@@ -75,7 +77,7 @@ fn deallocation(plugin: &DynamicResources, pod: &PodInfo, snapshot: &Snapshot, e
         return None;
     }
     let uid = pod_uid(pod);
-    let claims = pod_claims(pod, &snapshot.objects.dra).ok()?;
+    let claims = pod_claims(pod, snapshot.objects.dra()).ok()?;
     let claim = claims.iter().find(|c| {
         let Some(allocation) = c.allocation() else { return false };
         let elsewhere = allocation.node_selector.as_ref().map(NodeSelector::parse).is_some_and(|sel| {

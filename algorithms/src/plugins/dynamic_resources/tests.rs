@@ -2,6 +2,7 @@
 //! with claim `my-resource` (claim `my-pod-my-resource`), class `my-resource-class`,
 //! driver `some-driver`, node `worker` whose slice has device `instance-1`.
 
+use crate::dra::DraObjects;
 use std::sync::Arc;
 
 use rand::SeedableRng;
@@ -9,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::builders::{NodeBuilder, PodBuilder, snapshot};
-use crate::dra::{self, DeviceId};
-use crate::events::StorageEvent;
+use crate::dra::{self, DeviceId, DraWrite};
+use crate::events::ObjectEvent;
 use crate::framework::{
     ApiWrite, Evaluation, PostFilterPlugin, PostFilterResult, PreBindPlugin, Profile, ReservePlugin,
 };
@@ -83,14 +84,18 @@ fn build(w: World) -> Snapshot {
     let mut objects = ClusterObjects::default();
     for c in w.classes {
         objects
-            .dra
+            .dra_mut()
             .upsert_class(dra::DeviceClass::from_api(&serde_json::from_value(c).expect("class")).expect("parse"));
     }
     for s in w.slices {
-        objects.dra.upsert_slice(dra::Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("parse"));
+        objects
+            .dra_mut()
+            .upsert_slice(dra::Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("parse"));
     }
     for c in w.claims {
-        objects.dra.upsert_claim(dra::Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("parse"));
+        objects
+            .dra_mut()
+            .upsert_claim(dra::Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("parse"));
     }
     snap.objects = Arc::new(objects);
     snap
@@ -198,9 +203,10 @@ fn a_pending_claim_is_allocated_reserved_and_written() {
     let mut objects = (*snap.objects).clone();
     let reserved = plugin.reserve(&mut objects, &p, &snap.nodes[0]).expect("reserve").expect("something reserved");
     let id = DeviceId::new("some-driver", "worker", "instance-1");
-    assert_eq!(objects.dra.holders(&id), 1, "the device is taken for the next pod");
+    assert_eq!(objects.dra().holders(&id), 1, "the device is taken for the next pod");
     let writes = plugin.pre_bind(&reserved, "worker");
-    let [ApiWrite::Claim(w)] = writes.as_slice() else { panic!("one claim write: {writes:?}") };
+    let writes = dra_writes(&writes);
+    let [DraWrite::Claim(w)] = writes.as_slice() else { panic!("one claim write: {writes:?}") };
     assert!(w.add_finalizer && w.allocated);
     let status = w.claim.api.status.clone().expect("status");
     let results = status.allocation.as_ref().and_then(|a| a.devices.as_ref()).and_then(|d| d.results.clone());
@@ -228,7 +234,7 @@ fn a_pending_claim_is_allocated_reserved_and_written() {
     let mut second = pending(req());
     second["metadata"]["name"] = json!("other-claim");
     second["metadata"]["ownerReferences"][0]["name"] = json!("other");
-    objects.dra.upsert_claim(dra::Claim::from_api(&serde_json::from_value(second).expect("c")).expect("p"));
+    objects.dra_mut().upsert_claim(dra::Claim::from_api(&serde_json::from_value(second).expect("c")).expect("p"));
     let mut snap2 = snap.clone();
     snap2.objects = Arc::new(objects.clone());
     let other = PodInfo::from_pod(&{
@@ -240,7 +246,7 @@ fn a_pending_claim_is_allocated_reserved_and_written() {
     assert_eq!(messages(&filter(&plugin, &other, &snap2)), vec![CANNOT_ALLOCATE]);
     // Unreserve frees the device again.
     plugin.unreserve(&mut objects, "default/my-pod", &reserved);
-    assert_eq!(objects.dra.holders(&id), 0);
+    assert_eq!(objects.dra().holders(&id), 0);
 }
 
 #[test]
@@ -333,7 +339,8 @@ fn an_allocated_claim_keeps_the_pod_on_its_nodes() {
     let mut objects = (*snap.objects).clone();
     let reserved = plugin.reserve(&mut objects, &p, &snap.nodes[0]).expect("reserve").expect("reserved");
     let writes = plugin.pre_bind(&reserved, "worker");
-    let [ApiWrite::Claim(w)] = writes.as_slice() else { panic!("{writes:?}") };
+    let writes = dra_writes(&writes);
+    let [DraWrite::Claim(w)] = writes.as_slice() else { panic!("{writes:?}") };
     assert!(!w.allocated && !w.add_finalizer);
     assert_eq!(w.claim.reserved_for.len(), 1);
     // A claim already reserved for the pod needs nothing.
@@ -379,17 +386,23 @@ fn prioritized_lists_score_the_first_choice_highest() {
 fn claim_and_device_events_requeue_only_pods_they_may_help() {
     let plugin = DynamicResources::default();
     let p = pod_info(pod());
-    let ev = |kind, action, key: &str| ClusterEvent::Storage(StorageEvent { kind, action, key: key.into() });
+    let ev = |kind, action, key: &str| ClusterEvent::Object(ObjectEvent { kind, action, key: key.into() });
     let hint = |e| plugin.queueing_hint(&p, &e);
     assert_eq!(
-        hint(ev(StorageKind::ResourceClaim, StorageAction::Add, &format!("default/{CLAIM}"))),
+        hint(ev(crate::dra::kinds::RESOURCE_CLAIM, ObjectAction::Add, &format!("default/{CLAIM}"))),
         QueueingHint::Queue
     );
-    assert_eq!(hint(ev(StorageKind::ResourceClaim, StorageAction::Add, "default/unrelated")), QueueingHint::Skip);
-    assert_eq!(hint(ev(StorageKind::ResourceClaim, StorageAction::Update, "default/unrelated")), QueueingHint::Queue);
-    assert_eq!(hint(ev(StorageKind::ResourceSlice, StorageAction::Add, "worker")), QueueingHint::Queue);
-    assert_eq!(hint(ev(StorageKind::DeviceClass, StorageAction::Update, "my-resource-class")), QueueingHint::Queue);
-    assert_eq!(hint(ev(StorageKind::Claim, StorageAction::Update, "default/pvc")), QueueingHint::Skip);
+    assert_eq!(hint(ev(crate::dra::kinds::RESOURCE_CLAIM, ObjectAction::Add, "default/unrelated")), QueueingHint::Skip);
+    assert_eq!(
+        hint(ev(crate::dra::kinds::RESOURCE_CLAIM, ObjectAction::Update, "default/unrelated")),
+        QueueingHint::Queue
+    );
+    assert_eq!(hint(ev(crate::dra::kinds::RESOURCE_SLICE, ObjectAction::Add, "worker")), QueueingHint::Queue);
+    assert_eq!(
+        hint(ev(crate::dra::kinds::DEVICE_CLASS, ObjectAction::Update, "my-resource-class")),
+        QueueingHint::Queue
+    );
+    assert_eq!(hint(ev(crate::volumes::kinds::CLAIM, ObjectAction::Update, "default/pvc")), QueueingHint::Skip);
 }
 
 #[test]
@@ -457,7 +470,8 @@ fn post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go() {
         panic!("expected a deallocation")
     };
     assert_eq!(message, DEALLOCATED);
-    let [ApiWrite::Claim(w)] = writes.as_slice() else { panic!("{writes:?}") };
+    let writes = dra_writes(&writes);
+    let [DraWrite::Claim(w)] = writes.as_slice() else { panic!("{writes:?}") };
     assert!(!w.allocated && !w.add_finalizer);
     assert!(w.claim.allocation().is_none() && w.claim.reserved_for.is_empty());
     let status = w.claim.api.status.clone().unwrap_or_default();
@@ -479,3 +493,8 @@ fn post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go() {
 }
 
 mod extended;
+
+/// The DRA writes among `writes`.
+pub(super) fn dra_writes(writes: &[ApiWrite]) -> Vec<DraWrite> {
+    writes.iter().filter_map(|w| w.get::<DraWrite>().cloned()).collect()
+}

@@ -23,6 +23,6 @@ pub(super) fn queueing_hint(pod: &PodInfo, event: &ClusterEvent) -> QueueingHint
         ClusterEvent::PodDeleted(p) => conflicting(p) || repelling(p),
         ClusterEvent::NodeAdded(_) => true,
         ClusterEvent::NodeUpdated { old, new } => old.labels != new.labels,
-        ClusterEvent::NodeDeleted(_) | ClusterEvent::Storage(_) => false,
+        ClusterEvent::NodeDeleted(_) | ClusterEvent::Object(_) => false,
     })
 }

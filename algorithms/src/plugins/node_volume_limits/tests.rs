@@ -79,7 +79,7 @@ fn run(new: core::Pod, existing: Vec<core::Pod>, st: VolumeState) -> Status {
         })
         .collect();
     let mut snap = snapshot(&[node], &placed);
-    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(st));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::default().with(st));
     filter_all(&NodeVolumeLimits, &new, &snap).remove(0)
 }
 

@@ -28,6 +28,6 @@ pub(super) fn queueing_hint(defaults: &[SpreadConstraint], pod: &PodInfo, event:
         ClusterEvent::PodUpdated { old, new } => counts(old) || counts(new),
         ClusterEvent::NodeAdded(n) | ClusterEvent::NodeDeleted(n) => has_keys(n),
         ClusterEvent::NodeUpdated { old, new } => old.labels != new.labels || taints_changed(old, new),
-        ClusterEvent::Storage(_) => false,
+        ClusterEvent::Object(_) => false,
     })
 }

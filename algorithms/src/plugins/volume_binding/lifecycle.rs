@@ -14,6 +14,7 @@ use crate::objects::ClusterObjects;
 use crate::pod_info::PodInfo;
 use crate::status::Status;
 use crate::volumes::{Volume, VolumeState};
+use crate::volumes::{VolumeObjects, VolumeWrite};
 
 impl ReservePlugin for VolumeBinding {
     fn name(&self) -> &'static str {
@@ -31,7 +32,7 @@ impl ReservePlugin for VolumeBinding {
         if pod.volumes.claims.is_empty() {
             return Ok(None);
         }
-        let st = &mut objects.volumes;
+        let st = objects.volumes();
         let Some(state) = pre_filter(pod, st).map_err(|s| Status::error(s.message()))? else { return Ok(None) };
         let (bindings, verdict) = find_pod_volumes(&state, node).map_err(Status::error)?;
         let reasons = verdict.reasons();
@@ -41,12 +42,12 @@ impl ReservePlugin for VolumeBinding {
         if bindings.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Arc::new(assume(st, &node.name, &bindings))))
+        Ok(Some(Arc::new(assume(objects.volumes_mut(), &node.name, &bindings))))
     }
 
     fn unreserve(&self, objects: &mut ClusterObjects, _key: &str, reserved: &Reserved) {
         if let Some(b) = reserved.downcast_ref::<NodeBindings>() {
-            revert(&mut objects.volumes, b);
+            revert(objects.volumes_mut(), b);
         }
     }
 }
@@ -59,17 +60,19 @@ impl PreBindPlugin for VolumeBinding {
     /// Each assumed volume's claimRef, then each provisioned claim's selected node.
     fn pre_bind(&self, reserved: &Reserved, node: &str) -> Vec<ApiWrite> {
         let Some(b) = reserved.downcast_ref::<NodeBindings>() else { return Vec::new() };
-        let volumes = b
-            .static_bindings
+        let volumes = b.static_bindings.iter().map(|(claim, volume)| {
+            ApiWrite::new(VolumeWrite::BindVolume { volume: volume.clone(), claim: claim.clone() })
+        });
+        let claims = b
+            .provisions
             .iter()
-            .map(|(claim, volume)| ApiWrite::BindVolume { volume: volume.clone(), claim: claim.clone() });
-        let claims = b.provisions.iter().map(|claim| ApiWrite::SelectNode { claim: claim.clone(), node: node.into() });
+            .map(|claim| ApiWrite::new(VolumeWrite::SelectNode { claim: claim.clone(), node: node.into() }));
         volumes.chain(claims).collect()
     }
 
     fn check(&self, objects: &ClusterObjects, reserved: &Reserved, node: &NodeInfo, versions: &[u64]) -> Progress {
         let Some(b) = reserved.downcast_ref::<NodeBindings>() else { return Progress::Done };
-        match check(&objects.volumes, &node.name, &node.labels, b, versions) {
+        match check(objects.volumes(), &node.name, &node.labels, b, versions) {
             Ok(true) => Progress::Done,
             Ok(false) => Progress::Waiting,
             Err(e) => Progress::Failed(format!("binding volumes: {e}")),

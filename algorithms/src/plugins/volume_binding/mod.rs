@@ -8,7 +8,9 @@
 mod assume;
 mod binder;
 mod claims;
+mod controller;
 mod lifecycle;
+mod owner;
 mod score;
 #[cfg(test)]
 mod tests;
@@ -19,15 +21,18 @@ pub use binder::{
     NodeBindings, Provisioning, Verdict, binding_state, bound_to, find_pod_volumes,
 };
 pub use claims::{ERR_UNBOUND_IMMEDIATE, PodClaims, delayed, lookup, owned_by, pod_claims};
+pub use owner::Volumes;
 pub use score::{DEFAULT_SHAPE, ShapePoint};
 
-use crate::events::{ClusterEvent, QueueingHint, StorageAction, StorageKind};
+use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
+use crate::volumes::VolumeObjects;
 use crate::volumes::VolumeState;
+use crate::volumes::kinds;
 
 /// Plugin name.
 pub const NAME: &str = "VolumeBinding";
@@ -93,7 +98,7 @@ impl ScorePlugin for VolumeBinding {
         if self.shape.is_none() || pod.volumes.claims.is_empty() {
             return Err(Status::skip());
         }
-        match pre_filter(pod, &snapshot.objects.volumes) {
+        match pre_filter(pod, snapshot.objects.volumes()) {
             Ok(Some(s)) => Ok(PluginState::new(s)),
             _ => Err(Status::skip()),
         }
@@ -182,7 +187,7 @@ impl FilterPlugin for VolumeBinding {
     }
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
-        match pre_filter(pod, &snapshot.objects.volumes) {
+        match pre_filter(pod, snapshot.objects.volumes()) {
             Ok(None) => PreFilterOutcome::skip(),
             Ok(Some(s)) => PreFilterOutcome::run(PluginState::new(s)),
             Err(st) => PreFilterOutcome::reject(st),
@@ -200,15 +205,12 @@ impl FilterPlugin for VolumeBinding {
         match event {
             ClusterEvent::NodeAdded(_) => QueueingHint::Queue,
             ClusterEvent::NodeUpdated { old, new } => QueueingHint::from_bool(old.labels != new.labels),
-            ClusterEvent::Storage(e) if e.action == StorageAction::Delete => QueueingHint::Skip,
-            ClusterEvent::Storage(e) => QueueingHint::from_bool(match e.kind {
-                StorageKind::Claim => uses_claim(pod, &e.key),
-                StorageKind::Volume | StorageKind::Class | StorageKind::CsiNode | StorageKind::Capacity => true,
-                StorageKind::CsiDriver
-                | StorageKind::ResourceClaim
-                | StorageKind::ResourceSlice
-                | StorageKind::DeviceClass
-                | StorageKind::ResourceClaimTemplate => false,
+            ClusterEvent::Object(e) if e.action == ObjectAction::Delete => QueueingHint::Skip,
+            ClusterEvent::Object(e) => QueueingHint::from_bool(match e.kind {
+                kinds::CLAIM => uses_claim(pod, &e.key),
+                kinds::VOLUME | kinds::CLASS | kinds::CSI_NODE | kinds::CAPACITY => true,
+                // CSIDrivers, and kinds other plugins read.
+                _ => false,
             }),
             _ => QueueingHint::Skip,
         }

@@ -61,7 +61,7 @@ fn nodes(names: &[&str]) -> Vec<core::Node> {
 
 fn run(pod: core::Pod, nodes: &[core::Node], w: World) -> Vec<Status> {
     let mut snap = snapshot(nodes, &[]);
-    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(state(w)));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::default().with(state(w)));
     filter_all(&VolumeBinding::default(), &pod, &snap)
 }
 
@@ -396,19 +396,19 @@ fn an_api_update_replaces_the_assumption() {
 
 #[test]
 fn hints_follow_the_pods_claims() {
-    use crate::events::{StorageAction, StorageEvent, StorageKind};
+    use crate::events::{ObjectAction, ObjectEvent};
     let p = PodBuilder::new("pod-a").claim("v", "mine").ephemeral("e").info();
-    let ev = |kind, action, key: &str| ClusterEvent::Storage(StorageEvent { kind, action, key: key.into() });
+    let ev = |kind, action, key: &str| ClusterEvent::Object(ObjectEvent { kind, action, key: key.into() });
     let vb = VolumeBinding::default();
     let cases = [
-        (ev(StorageKind::Claim, StorageAction::Add, "default/mine"), QueueingHint::Queue),
-        (ev(StorageKind::Claim, StorageAction::Update, "default/pod-a-e"), QueueingHint::Queue),
-        (ev(StorageKind::Claim, StorageAction::Add, "other/mine"), QueueingHint::Skip),
-        (ev(StorageKind::Claim, StorageAction::Add, "default/theirs"), QueueingHint::Skip),
-        (ev(StorageKind::Volume, StorageAction::Add, "pv"), QueueingHint::Queue),
-        (ev(StorageKind::Capacity, StorageAction::Update, "default/cap"), QueueingHint::Queue),
-        (ev(StorageKind::CsiDriver, StorageAction::Update, "d"), QueueingHint::Skip),
-        (ev(StorageKind::Volume, StorageAction::Delete, "pv"), QueueingHint::Skip),
+        (ev(crate::volumes::kinds::CLAIM, ObjectAction::Add, "default/mine"), QueueingHint::Queue),
+        (ev(crate::volumes::kinds::CLAIM, ObjectAction::Update, "default/pod-a-e"), QueueingHint::Queue),
+        (ev(crate::volumes::kinds::CLAIM, ObjectAction::Add, "other/mine"), QueueingHint::Skip),
+        (ev(crate::volumes::kinds::CLAIM, ObjectAction::Add, "default/theirs"), QueueingHint::Skip),
+        (ev(crate::volumes::kinds::VOLUME, ObjectAction::Add, "pv"), QueueingHint::Queue),
+        (ev(crate::volumes::kinds::CAPACITY, ObjectAction::Update, "default/cap"), QueueingHint::Queue),
+        (ev(crate::volumes::kinds::CSI_DRIVER, ObjectAction::Update, "d"), QueueingHint::Skip),
+        (ev(crate::volumes::kinds::VOLUME, ObjectAction::Delete, "pv"), QueueingHint::Skip),
     ];
     for (e, want) in cases {
         assert_eq!(vb.queueing_hint(&p, &e), want, "{e:?}");
@@ -419,7 +419,7 @@ fn hints_follow_the_pods_claims() {
 /// 0→0, 100→10 unless they say otherwise).
 fn scores(pod: core::Pod, nodes: &[core::Node], w: World, shape: &[(i64, i64)]) -> Vec<i64> {
     let mut snap = snapshot(nodes, &[]);
-    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(state(w)));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::default().with(state(w)));
     let shape = shape.iter().map(|&(utilization, score)| ShapePoint { utilization, score }).collect();
     let plugin = VolumeBinding { args: VolumeBindingArgs::default(), shape: Some(shape) };
     crate::builders::score_all(&plugin, &pod, &snap)

@@ -76,7 +76,7 @@ fn run(pod: core::Pod, existing: Vec<core::Pod>, claims: Vec<Claim>) -> (Code, S
     for c in claims {
         st.upsert_claim(c);
     }
-    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(st));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::default().with(st));
     let info = crate::PodInfo::from_pod(&pod).unwrap_or_default();
     let pre = VolumeRestrictions.pre_filter(&info, &snap).status.code;
     (pre, filter_all(&VolumeRestrictions, &pod, &snap).remove(0))

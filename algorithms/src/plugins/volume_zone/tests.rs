@@ -42,7 +42,7 @@ fn world() -> VolumeState {
 fn run(claim: Option<&str>, node_labels: &[(&str, &str)]) -> Status {
     let node = node_labels.iter().fold(NodeBuilder::new("host1").no_labels(), |n, (k, v)| n.label(k, v)).build();
     let mut snap = snapshot(&[node], &[]);
-    snap.objects = Arc::new(crate::objects::ClusterObjects::with_volumes(world()));
+    snap.objects = Arc::new(crate::objects::ClusterObjects::default().with(world()));
     let pod = match claim {
         Some(c) => PodBuilder::new("pod_1").claim("vol", c).build(),
         None => PodBuilder::new("pod_1").build(),

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::dra::extended::{self, ContainerAsk, Mapping, SpecialRequest};
+use crate::dra::{DraObjects, DraWrite};
 use crate::plugins::node_resources_fit::{NodeResourcesFit, NodeResourcesFitArgs};
 
 fn serving(name: &str, resource: Option<&str>, created: &str) -> Value {
@@ -30,14 +31,18 @@ fn cluster(nodes: &[(&str, &[(&str, &str)])], classes: Vec<Value>, slices: Vec<V
     let mut objects = ClusterObjects::default();
     for c in classes {
         objects
-            .dra
+            .dra_mut()
             .upsert_class(dra::DeviceClass::from_api(&serde_json::from_value(c).expect("class")).expect("class"));
     }
     for s in slices {
-        objects.dra.upsert_slice(dra::Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("slice"));
+        objects
+            .dra_mut()
+            .upsert_slice(dra::Slice::from_api(&serde_json::from_value(s).expect("slice")).expect("slice"));
     }
     for c in claims {
-        objects.dra.upsert_claim(dra::Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("claim"));
+        objects
+            .dra_mut()
+            .upsert_claim(dra::Claim::from_api(&serde_json::from_value(c).expect("claim")).expect("claim"));
     }
     snap.objects = Arc::new(objects);
     snap
@@ -160,7 +165,7 @@ fn the_newest_class_serves_a_resource_and_every_class_its_implicit_name() {
         vec![],
         vec![],
     );
-    let dra = &snap.objects.dra;
+    let dra = snap.objects.dra();
     assert_eq!(extended::class_for(dra, "example.com/gpu").map(|c| c.name.as_str()), Some("new-a"));
     assert_eq!(
         extended::class_for(dra, "deviceclass.resource.kubernetes.io/old").map(|c| c.name.as_str()),
@@ -192,7 +197,8 @@ fn a_node_without_the_resource_gets_a_claim_created_allocated_and_recorded() {
     let mut objects = (*snap.objects).clone();
     let reserved = plugin.reserve(&mut objects, &p, &snap.nodes[0]).expect("reserve").expect("reserved");
     let writes = plugin.pre_bind(&reserved, "worker");
-    let [ApiWrite::CreateClaim(w), ApiWrite::PodExtendedClaim { pod, claim, mappings, .. }] = writes.as_slice() else {
+    let writes = super::dra_writes(&writes);
+    let [DraWrite::CreateClaim(w), DraWrite::PodExtendedClaim { pod, claim, mappings, .. }] = writes.as_slice() else {
         panic!("create, then record: {writes:?}")
     };
     assert_eq!(pod, "my-pod");
@@ -224,17 +230,18 @@ fn a_node_without_the_resource_gets_a_claim_created_allocated_and_recorded() {
     assert_eq!(results.expect("allocated").len(), 2);
     assert_eq!(api.metadata.finalizers, Some(vec![dra::FINALIZER.to_string()]));
     // The devices are taken for the next pod.
-    assert_eq!(objects.dra.holders(&DeviceId::new("some-driver", "worker", "gpu-0")), 1);
+    assert_eq!(objects.dra().holders(&DeviceId::new("some-driver", "worker", "gpu-0")), 1);
     let mut after = snap.clone();
     after.objects = Arc::new(objects.clone());
     let next = pod_info(PodBuilder::new("next").device("example.com/gpu", "1"));
     assert_eq!(messages(&filter(&plugin, &next, &after)), vec![CANNOT_ALLOCATE]);
     // A failed cycle after the creation deletes the claim; before it, nothing to undo.
     let undo = plugin.undo(&reserved, &p, 1);
-    assert!(matches!(undo.as_slice(), [ApiWrite::DeleteClaim { name, .. }] if name == claim), "{undo:?}");
+    let undo = super::dra_writes(&undo);
+    assert!(matches!(undo.as_slice(), [DraWrite::DeleteClaim { name, .. }] if name == claim), "{undo:?}");
     assert!(plugin.undo(&reserved, &p, 0).is_empty());
     plugin.unreserve(&mut objects, "default/my-pod", &reserved);
-    assert_eq!(objects.dra.holders(&DeviceId::new("some-driver", "worker", "gpu-0")), 0);
+    assert_eq!(objects.dra().holders(&DeviceId::new("some-driver", "worker", "gpu-0")), 0);
 }
 
 #[test]
@@ -246,7 +253,8 @@ fn one_resource_by_device_plugin_and_one_by_dra_make_a_claim_for_the_second_only
     let mut objects = (*snap.objects).clone();
     let reserved = plugin.reserve(&mut objects, &p, &snap.nodes[0]).expect("reserve").expect("reserved");
     let writes = plugin.pre_bind(&reserved, "worker");
-    let ApiWrite::CreateClaim(w) = &writes[0] else { panic!("{writes:?}") };
+    let writes = super::dra_writes(&writes);
+    let DraWrite::CreateClaim(w) = &writes[0] else { panic!("{writes:?}") };
     let requests = w.claim.api.spec.devices.as_ref().and_then(|d| d.requests.clone()).expect("requests");
     let names: Vec<(&str, &str)> = requests
         .iter()
@@ -352,7 +360,7 @@ fn device_packing_counts_a_class_devices_where_nodes_do_not_advertise_them() {
         vec![holding("a", 7)],
     );
     let scores = |p: &PodInfo| -> Vec<i64> {
-        snap.nodes.iter().map(|n| packing.score_with(p, n, Some(&snap.objects.dra))).collect()
+        snap.nodes.iter().map(|n| packing.score_with(p, n, Some(snap.objects.dra()))).collect()
     };
     // One GPU: the last free one of a before breaking into b; c has none.
     assert_eq!(scores(&asking(&[("example.com/gpu", "1")])), vec![100, 12, 0]);
@@ -367,7 +375,7 @@ fn device_packing_counts_a_class_devices_where_nodes_do_not_advertise_them() {
     );
     let p = pod_info(pod());
     let by_claim: Vec<i64> =
-        with_claim.nodes.iter().map(|n| packing.score_with(&p, n, Some(&with_claim.objects.dra))).collect();
+        with_claim.nodes.iter().map(|n| packing.score_with(&p, n, Some(with_claim.objects.dra()))).collect();
     assert_eq!(by_claim, vec![100, 12, 0]);
     // CPU work keeps off nodes with devices.
     assert_eq!(scores(&pod_info(PodBuilder::new("cpu").req("1", "1Gi"))), vec![0, 0, 100]);

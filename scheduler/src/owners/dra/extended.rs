@@ -33,7 +33,7 @@ pub(super) async fn create(client: &Client, w: &ClaimWrite) -> Result<u64, Strin
     assumed.metadata.uid = created.metadata.uid.clone();
     let parsed = Claim::from_api(&assumed)?;
     let write = ClaimWrite { claim: Arc::new(parsed), add_finalizer: false, allocated: true };
-    match super::binder::write_claim(client, &write).await {
+    match super::write_claim(client, &write).await {
         Ok(v) => Ok(v),
         Err(e) => {
             if let Err(d) = delete(client, &claim.namespace, &claim.name).await {
