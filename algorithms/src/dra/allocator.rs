@@ -12,6 +12,7 @@ use k8s_openapi::api::resource::v1 as api;
 
 use super::objects::{Amount, Attribute, Claim, Mode};
 use super::pools::{NodeDevices, Pool, Reachable, node_devices};
+use super::results::{self, Pick};
 use super::selectors::{Prepared, matches, prepare};
 use super::state::DraState;
 use crate::labels::Labels;
@@ -73,22 +74,6 @@ pub enum Outcome {
     Unschedulable(Option<String>),
     /// The search ran out of its time ([`Plan::with_timeout`]).
     TimedOut,
-}
-
-/// One device chosen for one request.
-#[derive(Debug, Clone)]
-pub(super) struct Pick {
-    /// The request's index in its claim.
-    pub(super) r: usize,
-    /// The alternative's index in its request.
-    pub(super) a: usize,
-    /// The device's index in the node's devices.
-    pub(super) k: usize,
-    /// Its counters were charged (a shared device's only with its first share).
-    counted: bool,
-    /// A share of a device allowing multiple allocations: what it consumes of each
-    /// capacity.
-    pub(super) share: Option<Vec<Amount>>,
 }
 
 /// A `matchAttribute` constraint while the search runs.
@@ -285,7 +270,7 @@ fn run_search(
         }
         let mut out = Vec::with_capacity(claims.len());
         for (i, claim) in claims.iter().enumerate() {
-            out.push(super::results::result(state, claim, &search.picks[i], search.devices, &search.chosen[i], node)?);
+            out.push(results::result(state, claim, &search.picks[i], search.devices, &search.chosen[i], node)?);
         }
         Ok(Outcome::Allocated(out))
     };

@@ -4,10 +4,25 @@
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as api;
 
-use super::allocator::Pick;
-use super::objects::{Claim, NodeScope};
+use super::objects::{Amount, Claim, NodeScope};
 use super::pools::Reachable;
 use super::state::DraState;
+
+/// One device chosen for one request.
+#[derive(Debug, Clone)]
+pub(super) struct Pick {
+    /// The request's index in its claim.
+    pub(super) r: usize,
+    /// The alternative's index in its request.
+    pub(super) a: usize,
+    /// The device's index in the node's devices.
+    pub(super) k: usize,
+    /// Its counters were charged (a shared device's only with its first share).
+    pub(super) counted: bool,
+    /// A share of a device allowing multiple allocations: what it consumes of each
+    /// capacity.
+    pub(super) share: Option<Vec<Amount>>,
+}
 
 /// The allocation result of one claim from its picks.
 pub(super) fn result(

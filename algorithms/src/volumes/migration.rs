@@ -3,7 +3,15 @@
 
 use k8s_openapi::api::core::v1 as core;
 
-use super::objects::VolumeHandle;
+/// The driver and handle of a volume, for attach limits: a CSI source, or an in-tree
+/// plugin with the identifier its CSI driver would use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VolumeHandle {
+    /// CSI driver name, or in-tree plugin name (`kubernetes.io/aws-ebs`).
+    pub driver: String,
+    /// The volume's unique handle.
+    pub handle: String,
+}
 
 /// In-tree plugin name and the CSI driver it is translated to.
 pub const MIGRATED: &[(&str, &str)] = &[

@@ -10,7 +10,8 @@ pub mod pod;
 pub mod store;
 mod writes;
 
-pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume, VolumeHandle};
+pub use migration::VolumeHandle;
+pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume};
 pub use part::VolumeObjects;
 pub use pod::{Disk, PodClaim, PodVolumes};
 pub use store::VolumeState;

@@ -2,6 +2,7 @@
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers and
 //! CSIStorageCapacities.
 
+use super::migration::{self, VolumeHandle};
 use rustc_hash::FxHashMap as HashMap;
 
 use k8s_openapi::api::core::v1 as core;
@@ -130,16 +131,6 @@ fn selector_error(e: SelectorError) -> String {
     format!("spec.selector: {e}")
 }
 
-/// The driver and handle of a volume, for attach limits: a CSI source, or an in-tree
-/// plugin with the identifier its CSI driver would use.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct VolumeHandle {
-    /// CSI driver name, or in-tree plugin name (`kubernetes.io/aws-ebs`).
-    pub driver: String,
-    /// The volume's unique handle.
-    pub handle: String,
-}
-
 /// A PersistentVolume.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Volume {
@@ -200,7 +191,7 @@ impl Volume {
             }),
             phase: pv.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
             deleting: meta.deletion_timestamp.is_some(),
-            handle: super::migration::pv_handle(&spec),
+            handle: migration::pv_handle(&spec),
             annotations,
         })
     }

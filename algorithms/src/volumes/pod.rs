@@ -2,8 +2,8 @@
 
 use k8s_openapi::api::core::v1 as core;
 
+use super::migration::VolumeHandle;
 use super::migration::inline_handle;
-use super::objects::VolumeHandle;
 
 /// A claim a pod mounts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -15,9 +15,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::Shared;
 use super::events::Reporter;
 use super::expectation::Expectations;
+use super::shared::Shared;
 use crate::binding::{self, ClusterApi, Finished, Host, POLL};
 pub use crate::binding::{BindOutcome, BindRequest};
 use crate::engine::Engine;

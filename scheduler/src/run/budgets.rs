@@ -9,7 +9,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tracing::info;
 
-use super::Shared;
+use super::shared::Shared;
 use super::state::Feed;
 use crate::watch::relist::Mirror;
 use crate::watch::watches::watch;

@@ -24,7 +24,7 @@ pub use correlator::{CACHE_ENTRIES, Correlator, Observed, Write};
 pub use recorder::{Options, Recorder, Stats};
 pub use sink::{EventSink, KubeSink, SinkError};
 
-use super::Shared;
+use super::shared::Shared;
 
 /// Publishes scheduling events and pod conditions.
 pub struct Reporter {

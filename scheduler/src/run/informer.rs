@@ -11,7 +11,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use super::Shared;
+use super::shared::Shared;
 use super::state::{Feed, State, pod_key};
 use crate::watch::relist::{Change, Relist, key_of};
 use crate::watch::watches::{Watched, watch};

@@ -40,13 +40,6 @@ pub struct ExtensionLabels {
     pub profile: String,
 }
 
-/// `reason` label.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    /// Why.
-    pub reason: String,
-}
-
 /// All metrics and their registry.
 pub struct Metrics {
     registry: Registry,

@@ -27,18 +27,19 @@ pub mod preempt;
 mod scheduling;
 mod serial;
 pub mod server;
+pub mod shared;
 pub mod state;
 pub mod workloads;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use algorithms::PodInfo;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::Quota;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use thiserror::Error;
@@ -47,8 +48,8 @@ use tracing::{error, info, warn};
 
 use crate::config_file;
 use crate::engine::{Cycler, Engine, Nomination};
-use binder::BindRequest;
-use scheduling::scheduling_loop;
+use scheduling::{Work, scheduling_loop};
+pub use shared::{Shared, Stats};
 pub use state::{Feed, State};
 
 /// What can stop `run` from starting.
@@ -95,103 +96,6 @@ pub struct RunOptions {
     pub summary_interval: Duration,
     /// kube-scheduler feature gates.
     pub feature_gates: algorithms::features::FeatureGates,
-}
-
-/// Counters for the periodic summary.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Pods bound.
-    pub scheduled: AtomicU64,
-    /// Whether the first bind was logged.
-    pub first_bind_logged: AtomicBool,
-    /// Attempts that found no node.
-    pub unschedulable: AtomicU64,
-    /// Attempts that failed with an error.
-    pub errors: AtomicU64,
-}
-
-/// State shared by the tasks and the scheduling thread.
-pub struct Shared {
-    state: Mutex<State>,
-    cv: Condvar,
-    /// Metrics.
-    pub metrics: metrics::Metrics,
-    /// Client-side rate limit of writes (clientConnection.qps / burst).
-    pub limiter: DefaultDirectRateLimiter,
-    leader: AtomicBool,
-    stopping: AtomicBool,
-    /// Assumed pods whose binding was not sent because the scheduler was stopping.
-    released: AtomicUsize,
-    /// Counters for the periodic summary.
-    pub stats: Stats,
-    /// The configured HTTP extenders, with the objects they are sent.
-    pub extenders: std::sync::OnceLock<Arc<crate::extenders::ExtenderSet>>,
-    /// `NominatedNodeNameForExpectation`: a pod whose binding cycle will wait carries its
-    /// node in `status.nominatedNodeName` first.
-    pub nominate_before_waiting: AtomicBool,
-    /// The binding cycles waiting for a write slot and their writes in flight, which
-    /// informing writes yield to.
-    pub foreground: foreground::Foreground,
-}
-
-impl Shared {
-    /// Shared state around an engine, with a write rate limit.
-    pub fn new(engine: Engine, quota: Quota) -> Self {
-        Shared {
-            state: Mutex::new(State::new(engine)),
-            cv: Condvar::new(),
-            metrics: metrics::Metrics::default(),
-            limiter: RateLimiter::direct(quota),
-            leader: AtomicBool::new(false),
-            stopping: AtomicBool::new(false),
-            released: AtomicUsize::new(0),
-            stats: Stats::default(),
-            extenders: std::sync::OnceLock::new(),
-            nominate_before_waiting: AtomicBool::new(true),
-            foreground: foreground::Foreground::default(),
-        }
-    }
-
-    /// Locks the state (a panic elsewhere does not poison the scheduler).
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wakes the scheduling thread.
-    pub fn wake(&self) {
-        self.cv.notify_all();
-    }
-
-    /// Whether the scheduler is shutting down.
-    pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
-    }
-
-    /// Counts a pod whose binding was not sent because the scheduler is stopping (the
-    /// binding cycle forgot it; it stays pending in the API for the next scheduler).
-    pub fn count_released(&self) {
-        self.released.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Whether this replica leads (always, without leader election).
-    pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::SeqCst)
-    }
-
-    /// Whether every cache has synced.
-    pub fn ready(&self) -> bool {
-        self.lock().all_synced()
-    }
-}
-
-enum Work {
-    Bind(BindRequest),
-    Unschedulable(Arc<PodInfo>, String, Nomination),
-    /// An attempt that failed with an error (an extender that cannot be reached): the
-    /// pod is retried after its backoff and told why.
-    Error(Arc<PodInfo>, String),
-    /// A Kubernetes PodGroup's decision: placed, or why not.
-    GroupScheduled(String, Result<(), String>),
 }
 
 /// Builds an API client from a kubeconfig path, or by inference (KUBECONFIG, ~/.kube/config, in-cluster).
@@ -510,6 +414,8 @@ mod tests {
     use algorithms::builders::{NodeBuilder, PodBuilder};
     use algorithms::framework::{FilterPlugin, PluginState};
     use algorithms::{NodeInfo, Profile, Status};
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicBool;
     use std::sync::mpsc as std_mpsc;
 
     /// A filter that holds the cycle, the first time it runs, until the test lets it go.

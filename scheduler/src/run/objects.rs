@@ -12,7 +12,7 @@ use futures::{StreamExt, stream};
 use kube::Client;
 use tracing::{info, warn};
 
-use super::Shared;
+use super::shared::Shared;
 use super::state::Feed;
 use crate::owners::{API_OWNERS, Op};
 use crate::watch::relist::{Change, Relist};

@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use super::Shared;
+use super::shared::Shared;
 use super::state::Feed;
 use crate::gang::{self, Api as GroupApi, PodGroupSpec};
 use crate::watch::relist::Mirror;

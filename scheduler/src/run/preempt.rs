@@ -10,8 +10,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, Error};
 use tracing::{info, warn};
 
-use super::Shared;
 use super::events::{Reporter, reference};
+use super::shared::Shared;
 use crate::engine::Preempted;
 
 /// Evicts the victims of `preemptor`'s preemption; returns how many could not be evicted.

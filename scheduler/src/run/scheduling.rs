@@ -4,11 +4,24 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use algorithms::PodInfo;
 use tokio::sync::mpsc;
 use tracing::{debug, info_span, warn};
 
-use super::{BindRequest, Shared, Work};
+use super::shared::Shared;
+use crate::binding::BindRequest;
 use crate::engine::{Cycle, Cycler, Engine, Nomination, Outcome};
+
+/// What the scheduling thread hands the dispatcher.
+pub(super) enum Work {
+    Bind(BindRequest),
+    Unschedulable(Arc<PodInfo>, String, Nomination),
+    /// An attempt that failed with an error (an extender that cannot be reached): the
+    /// pod is retried after its backoff and told why.
+    Error(Arc<PodInfo>, String),
+    /// A Kubernetes PodGroup's decision: placed, or why not.
+    GroupScheduled(String, Result<(), String>),
+}
 
 /// The scheduling thread: it holds the state lock to pop a pod and refresh its snapshot,
 /// and again to assume or park it, but not while the plugins run.

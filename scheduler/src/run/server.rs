@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::Shared;
+use super::shared::Shared;
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     if shared.ready() {

@@ -13,7 +13,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use tracing::{info, warn};
 
-use super::Shared;
+use super::shared::Shared;
 use super::state::Feed;
 use crate::watch::relist::Mirror;
 use crate::watch::watches::watch;

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::events::v1::Event;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -32,7 +33,13 @@ use tracing::{debug, warn};
 use super::correlator::{Correlator, Observed, Write};
 use super::sink::{EventSink, SinkError};
 use crate::run::foreground::Foreground;
-use crate::run::metrics::ReasonLabels;
+
+/// `reason` label of the event pipeline's counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Why.
+    pub reason: String,
+}
 
 /// Sizes, rates and retry rules.
 #[derive(Debug, Clone)]

@@ -6,7 +6,6 @@ use k8s_openapi::api::events::v1::Event;
 
 use super::*;
 use crate::run::foreground::Foreground;
-use crate::run::metrics::ReasonLabels;
 
 /// A sink that records every call and fails the first `failures` of them as told.
 #[derive(Clone, Default)]
