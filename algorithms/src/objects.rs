@@ -22,29 +22,33 @@ pub trait ObjectPart: Any + Clone + Default + fmt::Debug + Send + Sync {
     }
 }
 
-/// A part as the store holds it.
-trait Stored: Any + fmt::Debug + Send + Sync {
-    fn clone_part(&self) -> Arc<dyn Stored>;
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-    fn stamp(&self) -> u64;
+/// A part as the store holds it: the value, found by its type with one check, and how
+/// its stamp is read.
+#[derive(Clone)]
+struct Stored {
+    id: TypeId,
+    value: Arc<dyn Any + Send + Sync>,
+    stamp: fn(&(dyn Any + Send + Sync)) -> u64,
+    debug: fn(&(dyn Any + Send + Sync), &mut fmt::Formatter<'_>) -> fmt::Result,
 }
 
-impl<T: ObjectPart> Stored for T {
-    fn clone_part(&self) -> Arc<dyn Stored> {
-        Arc::new(self.clone())
+impl Stored {
+    fn new<T: ObjectPart>(part: T) -> Self {
+        Stored {
+            id: TypeId::of::<T>(),
+            value: Arc::new(part),
+            stamp: |v| v.downcast_ref::<T>().map_or(0, ObjectPart::stamp),
+            debug: |v, f| match v.downcast_ref::<T>() {
+                Some(t) => fmt::Debug::fmt(t, f),
+                None => f.write_str("?"),
+            },
+        }
     }
+}
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-
-    fn stamp(&self) -> u64 {
-        ObjectPart::stamp(self)
+impl fmt::Debug for Stored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.debug)(&*self.value, f)
     }
 }
 
@@ -52,37 +56,43 @@ impl<T: ObjectPart> Stored for T {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     /// The parts, few: looked up by a scan.
-    parts: Vec<(TypeId, Arc<dyn Stored>)>,
+    parts: Vec<Stored>,
 }
 
 impl ClusterObjects {
     /// The part of type `T`, if one was stored.
     pub fn get<T: ObjectPart>(&self) -> Option<&T> {
         let id = TypeId::of::<T>();
-        let (_, part) = self.parts.iter().find(|(t, _)| *t == id)?;
-        (**part).as_any().downcast_ref::<T>()
+        self.parts.iter().find(|p| p.id == id)?.value.downcast_ref::<T>()
+    }
+
+    /// The part of type `T` itself, to hold on to, if one was stored.
+    pub fn shared<T: ObjectPart>(&self) -> Option<Arc<T>> {
+        let id = TypeId::of::<T>();
+        self.parts.iter().find(|p| p.id == id)?.value.clone().downcast::<T>().ok()
     }
 
     /// The part of type `T` to change, made empty first if there was none (and copied
     /// first if a snapshot shares it).
     pub fn get_mut<T: ObjectPart>(&mut self) -> &mut T {
         let id = TypeId::of::<T>();
-        let at = match self.parts.iter().position(|(t, _)| *t == id) {
+        let at = match self.parts.iter().position(|p| p.id == id) {
             Some(at) => at,
             None => {
-                self.parts.push((id, Arc::new(T::default())));
+                self.parts.push(Stored::new(T::default()));
                 self.parts.len() - 1
             }
         };
-        let slot = &mut self.parts[at].1;
-        if Arc::get_mut(slot).is_none() {
-            *slot = (**slot).clone_part();
+        let part = &mut self.parts[at];
+        if Arc::get_mut(&mut part.value).is_none() {
+            // Shared with a snapshot: this copy changes alone.
+            let copy = part.value.downcast_ref::<T>().cloned().unwrap_or_default();
+            part.value = Arc::new(copy);
         }
-        // The slot was stored for `T` and is unshared now: both lookups succeed.
-        let unique = Arc::get_mut(slot).map(|p| p.as_any_mut());
-        match unique.and_then(|a| a.downcast_mut::<T>()) {
-            Some(part) => part,
-            None => unreachable!("a part is stored under its own type"),
+        match Arc::get_mut(&mut part.value).and_then(|v| v.downcast_mut::<T>()) {
+            Some(value) => value,
+            // A part is stored under its own type, and was made unshared just above.
+            None => unreachable!("a part of another type under this one's"),
         }
     }
 
@@ -93,7 +103,7 @@ impl ClusterObjects {
 
     /// The parts' stamps together ([`ObjectPart::stamp`]): equal while none changed.
     pub fn stamp(&self) -> u64 {
-        self.parts.iter().fold(0u64, |acc, (_, p)| acc.rotate_left(17) ^ p.stamp())
+        self.parts.iter().fold(0u64, |acc, p| acc.rotate_left(17) ^ (p.stamp)(&*p.value))
     }
 
     /// These objects with `part` stored.

@@ -575,8 +575,13 @@ async fn a_pod_waiting_for_affinity_is_bound_within_a_second_of_its_target() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     api::create_pod(client, &pod(ns, "db").label("app", "db").build()).await.unwrap();
     let pods = api::wait_bound(client, ns, 2, Duration::from_secs(30)).await;
+    // The watch may trail the list that saw both bound.
+    api::wait_for("the watch to see both bindings", Duration::from_secs(10), || async {
+        (watch.count() >= 2).then_some(())
+    })
+    .await;
     let times = watch.times();
-    let gap = times["follower"].duration_since(times["db"]);
+    let gap = times["follower"].saturating_duration_since(times["db"]);
     assert!(gap < Duration::from_secs(1), "the follower was bound {gap:?} after its target");
     let zone_of = |name: &str| {
         let node = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)).and_then(node_of).unwrap();

@@ -1,6 +1,6 @@
 //! The DRA objects as a part of the cluster objects.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use super::DraState;
 use crate::objects::{ClusterObjects, ObjectPart};
@@ -14,6 +14,8 @@ pub trait DraObjects {
     /// ResourceClaims, ResourceSlices, DeviceClasses and ResourceClaimTemplates, with the
     /// allocations assumed on top (empty when none were stored).
     fn dra(&self) -> &DraState;
+    /// The same, to hold on to while these objects change.
+    fn dra_shared(&self) -> Arc<DraState>;
     /// The same, to change.
     fn dra_mut(&mut self) -> &mut DraState;
 }
@@ -21,7 +23,11 @@ pub trait DraObjects {
 impl DraObjects for ClusterObjects {
     fn dra(&self) -> &DraState {
         static EMPTY: LazyLock<DraState> = LazyLock::new(DraState::default);
-        self.get::<DraState>().unwrap_or(&EMPTY)
+        self.get::<DraState>().unwrap_or_else(|| &EMPTY)
+    }
+
+    fn dra_shared(&self) -> Arc<DraState> {
+        self.shared::<DraState>().unwrap_or_default()
     }
 
     fn dra_mut(&mut self) -> &mut DraState {

@@ -18,7 +18,7 @@ pub trait VolumeObjects {
 impl VolumeObjects for ClusterObjects {
     fn volumes(&self) -> &VolumeState {
         static EMPTY: LazyLock<VolumeState> = LazyLock::new(VolumeState::default);
-        self.get::<VolumeState>().unwrap_or(&EMPTY)
+        self.get::<VolumeState>().unwrap_or_else(|| &EMPTY)
     }
 
     fn volumes_mut(&mut self) -> &mut VolumeState {

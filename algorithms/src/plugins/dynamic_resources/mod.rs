@@ -28,7 +28,7 @@ pub use extended::{Batch, DELETED, Extended, STALE};
 pub use lifecycle::Reservation;
 pub use owner::Dra;
 
-use crate::dra::{self, Claim, Features, Outcome};
+use crate::dra::{self, Claim, DraState, Features, Outcome};
 use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::NodeSelector;
@@ -111,6 +111,8 @@ pub struct DynamicResources {
 pub struct ClaimState {
     /// The cluster objects the cycle reads.
     pub objects: Arc<ClusterObjects>,
+    /// Their DRA objects, looked up once for every node.
+    pub dra: Arc<DraState>,
     /// Node selectors of the claims already allocated (`None`: usable everywhere).
     pub allocated: Vec<Option<NodeSelector>>,
     /// The claims Filter allocates, in the pod's order.
@@ -147,7 +149,7 @@ impl ClaimState {
         if mask == 0 {
             return (0, None);
         }
-        (mask, Some(x.batch(mask, &self.to_allocate, pod, self.objects.dra(), plugin)))
+        (mask, Some(x.batch(mask, &self.to_allocate, pod, &self.dra, plugin)))
     }
 }
 
@@ -164,6 +166,7 @@ impl DynamicResources {
         }
         let mut state = ClaimState {
             objects: objects.clone(),
+            dra: objects.dra_shared(),
             allocated: Vec::new(),
             to_allocate: Vec::new(),
             plan: Err(String::new()),
@@ -201,7 +204,7 @@ impl DynamicResources {
     ) -> Result<(Vec<k8s_openapi::api::resource::v1::AllocationResult>, Option<Arc<Batch>>), Status> {
         let (_, batch) = state.batch(self, pod, node);
         let (claims, plan) = Self::claims_of(state, batch.as_deref());
-        Ok((self.run(&state.objects, claims, plan, node, true)?, batch))
+        Ok((self.run(&state.dra, claims, plan, node, true)?, batch))
     }
 
     fn claims_of<'a>(
@@ -222,10 +225,10 @@ impl DynamicResources {
         if claims.is_empty() {
             return Ok(());
         }
-        let dra = state.objects.dra();
+        let dra = &*state.dra;
         if dra.only_node_local() {
             // Every node reaches devices of its own: nothing to share.
-            return self.run(&state.objects, claims, plan, node, false).map(|_| ());
+            return self.run(dra, claims, plan, node, false).map(|_| ());
         }
         let plan = plan.as_ref().map_err(|e| Status::error(e.clone()))?;
         let reach = dra::reach(dra, &node.name, &node.labels, plan);
@@ -255,7 +258,7 @@ impl DynamicResources {
     /// The allocator on a node; without `build` only whether it fits (no results).
     fn run(
         &self,
-        objects: &ClusterObjects,
+        dra: &DraState,
         claims: &[Arc<Claim>],
         plan: &Result<dra::Plan, String>,
         node: &NodeInfo,
@@ -265,7 +268,6 @@ impl DynamicResources {
             return Ok(Vec::new());
         }
         let plan = plan.as_ref().map_err(|e| Status::error(e.clone()))?;
-        let dra = objects.dra();
         let outcome = if build {
             dra::allocate_planned(dra, &node.name, &node.labels, claims, plan)
         } else {
@@ -286,7 +288,7 @@ impl DynamicResources {
         let Ok(Some(freed)) = self.resolve(pod, &Arc::new(after)) else { return false };
         let (_, batch) = freed.batch(self, pod, node);
         let (claims, plan) = Self::claims_of(&freed, batch.as_deref());
-        self.run(&freed.objects, claims, plan, node, false).is_ok()
+        self.run(&freed.dra, claims, plan, node, false).is_ok()
     }
 
     /// Why the node cannot give the claims their devices, request by request.
@@ -294,7 +296,7 @@ impl DynamicResources {
         let (_, batch) = state.batch(self, pod, node);
         let (claims, plan) = Self::claims_of(state, batch.as_deref());
         match plan {
-            Ok(plan) => dra::diagnose(state.objects.dra(), &node.name, &node.labels, claims, plan),
+            Ok(plan) => dra::diagnose(&state.dra, &node.name, &node.labels, claims, plan),
             Err(e) => e.clone(),
         }
     }
