@@ -246,10 +246,7 @@ fn check_name(profile: &str, name: &str) -> Result<(), ConfigError> {
     if name == "*" || registry::is_known(name) || ACCEPTED_WITHOUT_EFFECT.contains(&name) || placement {
         return Ok(());
     }
-    let mut known: Vec<&str> = registry::DEFAULT_FILTERS.to_vec();
-    known.extend(registry::DEFAULT_SCORES.iter().map(|(n, _)| *n).filter(|n| !registry::has_filter(n)));
-    known.extend(registry::OPTIONAL_SCORES);
-    known.extend(registry::DEFAULT_POST_FILTERS);
+    let mut known: Vec<&str> = registry::names();
     known.extend(crate::placement::PLACEMENT_SCORES.iter().filter(|n| !registry::is_known(n)));
     Err(ConfigError::UnknownPlugin { profile: profile.into(), plugin: name.into(), known: known.join(", ") })
 }
@@ -325,7 +322,7 @@ fn placement_scores(
             _ => {
                 use crate::plugins::node_resources_fit::{NAME, NodeResourcesFitArgs, checked_resources};
                 let to_config = |source| ConfigError::Args { profile: profile.to_string(), source };
-                let args: NodeResourcesFitArgs = registry::parse(NAME, fit_args).map_err(to_config)?;
+                let args: NodeResourcesFitArgs = crate::plugins::roles::parse(NAME, fit_args).map_err(to_config)?;
                 let resources = args.scoring_strategy.map(|s| s.resources).unwrap_or_default();
                 let resources = checked_resources(resources, "scoringStrategy.resources").map_err(to_config)?;
                 PlacementScorer::NodeResourcesFit(resources.into_iter().map(|r| (r.name, r.weight)).collect())
@@ -350,18 +347,14 @@ fn build_profile(
         }
     }
     check_placement_names(&name, &p.plugins)?;
-    let mut filters: Vec<(String, i64)> = registry::DEFAULT_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
-    let mut scores: Vec<(String, i64)> = registry::DEFAULT_SCORES.iter().map(|(n, w)| (n.to_string(), *w)).collect();
-    if gates.storage_capacity_scoring {
-        // kube-scheduler's default profile scores VolumeBinding (weight 1) after
-        // NodeResourcesFit once the feature is on.
-        scores.insert(3, (crate::plugins::volume_binding::NAME.to_string(), 1));
-    }
-    let mut reserves: Vec<(String, i64)> = registry::DEFAULT_RESERVES.iter().map(|n| (n.to_string(), 0)).collect();
-    let mut permits: Vec<(String, i64)> = Vec::new();
-    let mut pre_binds: Vec<(String, i64)> = registry::DEFAULT_PRE_BINDS.iter().map(|n| (n.to_string(), 0)).collect();
-    let mut post_filters: Vec<(String, i64)> =
-        registry::DEFAULT_POST_FILTERS.iter().map(|n| (n.to_string(), 0)).collect();
+    let d = registry::defaults(gates);
+    let named = |list: &[&str]| -> Vec<(String, i64)> { list.iter().map(|n| (n.to_string(), 0)).collect() };
+    let mut filters = named(&d.filters);
+    let mut scores: Vec<(String, i64)> = d.scores.iter().map(|(n, w)| (n.to_string(), *w)).collect();
+    let mut reserves = named(&d.reserves);
+    let mut permits = named(&d.permits);
+    let mut pre_binds = named(&d.pre_binds);
+    let mut post_filters = named(&d.post_filters);
     let none = PluginSet::default();
     let point = |name: &str| p.plugins.other.get(name).unwrap_or(&none);
     for (list, key, fits) in [
@@ -404,8 +397,8 @@ fn build_profile(
         args.insert(fit, v);
     }
     let placement_scores = placement_scores(&name, point("placementScore"), args.get(fit).copied())?;
-    let mut cache: HashMap<String, registry::Built> = HashMap::new();
-    let mut get = |n: &str| -> Result<registry::Built, ConfigError> {
+    let mut cache: HashMap<String, crate::plugins::roles::Built> = HashMap::new();
+    let mut get = |n: &str| -> Result<crate::plugins::roles::Built, ConfigError> {
         if let Some(b) = cache.get(n) {
             return Ok(b.clone());
         }

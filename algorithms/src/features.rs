@@ -97,6 +97,24 @@ impl Default for FeatureGates {
 }
 
 impl FeatureGates {
+    /// Every gate on: what a plugin can do at all.
+    pub fn all_on() -> Self {
+        FeatureGates {
+            storage_capacity_scoring: true,
+            dra_admin_access: true,
+            dra_prioritized_list: true,
+            node_declared_features: true,
+            pop_from_backoff: true,
+            nominate_for_expectation: true,
+            dra_device_taints: true,
+            dra_binding_conditions: true,
+            dra_device_status: true,
+            dra_partitionable: true,
+            dra_consumable_capacity: true,
+            dra_extended_resource: true,
+        }
+    }
+
     /// Gates from kube-scheduler's `--feature-gates` syntax (`A=true,B=false`), the rest
     /// at their defaults. Unknown gates and values other than true/false are errors.
     pub fn parse(spec: &str) -> Result<Self, String> {

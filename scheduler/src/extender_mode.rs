@@ -166,7 +166,7 @@ pub async fn serve(
     let mut profile = profiles.into_iter().next().unwrap_or_else(|| default_profile(DEFAULT_SCHEDULER_NAME));
     // kube-scheduler, which calls the extender, runs the volume plugins itself with the
     // claims and volumes it watches; the extender does not watch them.
-    profile.filters.retain(|f| !algorithms::plugins::registry::VOLUME_FILTERS.contains(&f.name()));
+    profile.filters.retain(|f| !algorithms::plugins::registry::reads_objects(f.name()));
     // Reserve, Permit and PreBind are the caller's too: the extender's /bind only binds.
     profile.reserves.clear();
     profile.permits.clear();

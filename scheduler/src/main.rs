@@ -425,7 +425,7 @@ fn run_workload(
     let mut init_sink = Vec::new();
     let generated =
         scheduler::synthetic::workloads::generate(name, nodes, pods, |p| init_sink.push(p), |p| keep(&mut measured, p));
-    let Some(w) = generated else {
+    let Some(mut w) = generated else {
         let names: Vec<&str> = scheduler::synthetic::workloads::WORKLOADS.iter().map(|w| w.0).collect();
         bail!("unknown workload {name:?}; known: {}", names.join(", "));
     };
@@ -436,7 +436,7 @@ fn run_workload(
         bail!("failed to read a generated pod: {e}");
     }
     let pod_groups = w.pod_group_specs();
-    let owned = w.owned();
+    let owned = w.take_owned();
     let objects = ClusterObjects {
         nodes: w.cluster.nodes,
         pods: Vec::new(),

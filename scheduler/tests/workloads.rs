@@ -170,9 +170,9 @@ fn the_engine_path_decides_every_pod_as_fresh_plugins_do() {
     use std::sync::Arc;
 
     for (name, ..) in WORKLOADS {
-        let w = workload(name, Some(60), Some(150)).unwrap();
+        let mut w = workload(name, Some(60), Some(150)).unwrap();
         let objects = ClusterObjects {
-            owned: w.owned(),
+            owned: w.take_owned(),
             nodes: w.cluster.nodes,
             pods: Vec::new(),
             namespaces: w.cluster.namespaces,
@@ -288,12 +288,12 @@ fn gang_training_places_every_job_whole_or_not_at_all() {
 /// A gang workload's cluster (measured pods pending, PodGroups known), and its groups'
 /// sizes by job name.
 fn gang_cluster(
-    w: scheduler::synthetic::workloads::Workload,
+    mut w: scheduler::synthetic::workloads::Workload,
     name: &str,
 ) -> (std::collections::BTreeMap<String, u32>, scheduler::cluster::ParsedCluster) {
     let sizes = w.pod_groups.iter().map(|(k, min)| (k.trim_start_matches("sched-perf/").to_string(), *min)).collect();
     let objects = ClusterObjects {
-        owned: w.owned(),
+        owned: w.take_owned(),
         pod_groups: w.pod_group_specs(),
         nodes: w.cluster.nodes,
         pods: w.measured_pods,
@@ -390,11 +390,11 @@ fn parsed_sized(name: &str, nodes: usize, pods: usize) -> (scheduler::cluster::P
 
 /// A built workload parsed: the cluster (measured pods pending) and the initial pods.
 fn parsed_of(
-    w: scheduler::synthetic::workloads::Workload,
+    mut w: scheduler::synthetic::workloads::Workload,
     name: &str,
 ) -> (scheduler::cluster::ParsedCluster, Vec<PodInfo>) {
     let objects = ClusterObjects {
-        owned: w.owned(),
+        owned: w.take_owned(),
         nodes: w.cluster.nodes,
         pods: w.measured_pods,
         namespaces: w.cluster.namespaces,

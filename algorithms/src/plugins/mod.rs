@@ -18,6 +18,7 @@ pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod registry;
 pub mod resource_allocation;
+pub mod roles;
 pub mod taint_toleration;
 pub mod volume_binding;
 pub mod volume_restrictions;

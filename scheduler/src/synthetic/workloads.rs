@@ -38,9 +38,12 @@ pub struct Workload {
 
 impl Workload {
     /// The objects plugins own, as the cluster would hold them: the volume and the DRA
-    /// objects.
-    pub fn owned(&self) -> algorithms::objects::ClusterObjects {
-        algorithms::objects::ClusterObjects::default().with(self.volumes.clone()).with(self.dra.clone())
+    /// objects, taken out of the workload (a copy kept here would hold on to every
+    /// version the scheduler's copy goes through).
+    pub fn take_owned(&mut self) -> algorithms::objects::ClusterObjects {
+        let volumes = std::mem::take(&mut self.volumes);
+        let dra = std::mem::take(&mut self.dra);
+        algorithms::objects::ClusterObjects::default().with(volumes).with(dra)
     }
 
     /// The PodGroups' specs (`namespace/name`), held to the topology key when there is one.

@@ -28,8 +28,11 @@ pub use extended::{Batch, DELETED, Extended, STALE};
 pub use lifecycle::Reservation;
 pub use owner::Dra;
 
+use super::ArgsError;
+use super::roles::{Built, parse};
 use crate::dra::{self, Claim, DraState, Features, Outcome};
 use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
+use crate::features::FeatureGates;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::NodeSelector;
 use crate::node_info::NodeInfo;
@@ -430,4 +433,18 @@ impl ScorePlugin for DynamicResources {
     fn normalize(&self, _: &PluginState, scores: &mut [i64]) {
         default_normalize(false, scores);
     }
+}
+
+/// DynamicResources as the registry builds it: Filter, Score, PostFilter, Reserve and
+/// PreBind, with the allocator features the gates switch on.
+pub fn build(name: &str, args: Option<&serde_json::Value>, gates: FeatureGates) -> Result<Built, ArgsError> {
+    let p = Arc::new(DynamicResources { args: parse(name, args)?, features: gates.dra_features() });
+    Ok(Built {
+        filter: Some(p.clone()),
+        score: Some(p.clone()),
+        post_filter: Some(p.clone()),
+        reserve: Some(p.clone()),
+        pre_bind: Some(p),
+        ..Default::default()
+    })
 }

@@ -24,7 +24,10 @@ pub use claims::{ERR_UNBOUND_IMMEDIATE, PodClaims, delayed, lookup, owned_by, po
 pub use owner::Volumes;
 pub use score::{DEFAULT_SHAPE, ShapePoint};
 
+use super::ArgsError;
+use super::roles::{Built, parse};
 use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
+use crate::features::FeatureGates;
 use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -33,6 +36,7 @@ use crate::status::Status;
 use crate::volumes::VolumeObjects;
 use crate::volumes::VolumeState;
 use crate::volumes::kinds;
+use std::sync::Arc;
 
 /// Plugin name.
 pub const NAME: &str = "VolumeBinding";
@@ -221,4 +225,13 @@ impl FilterPlugin for VolumeBinding {
 pub fn uses_claim(pod: &PodInfo, key: &str) -> bool {
     key.split_once('/')
         .is_some_and(|(ns, name)| ns == pod.namespace && pod.volumes.claims.iter().any(|c| c.claim == name))
+}
+
+/// VolumeBinding as the registry builds it: Filter, Reserve and PreBind, and Score with
+/// the `StorageCapacityScoring` gate.
+pub fn build(name: &str, args: Option<&serde_json::Value>, gates: FeatureGates) -> Result<Built, ArgsError> {
+    let vb = VolumeBinding::new(parse(name, args)?, gates.storage_capacity_scoring);
+    let p = Arc::new(vb.map_err(|e| ArgsError::new(name, e))?);
+    let score: Option<Arc<dyn ScorePlugin>> = p.shape.is_some().then(|| p.clone() as Arc<dyn ScorePlugin>);
+    Ok(Built { filter: Some(p.clone()), score, reserve: Some(p.clone()), pre_bind: Some(p), ..Default::default() })
 }
