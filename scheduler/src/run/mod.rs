@@ -319,7 +319,6 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     };
 
     tokio::spawn(summary(shared.clone(), permits.clone(), opts.bind_concurrency.max(1), opts.summary_interval));
-    tokio::spawn(give_back_free_memory());
 
     shutdown.await;
     info!("shutting down: no new pods are taken; binds already sent finish, the others are released");
@@ -388,17 +387,6 @@ async fn summary(shared: Arc<Shared>, permits: Arc<Semaphore>, bind_concurrency:
             );
         }
         last = now;
-    }
-}
-
-/// Every 30 s, returns the pages the allocator holds free to the system: under churn the C
-/// allocator's per-thread arenas otherwise keep what pods long deleted once took, and the
-/// resident size creeps up although what is live does not.
-async fn give_back_free_memory() {
-    let mut tick = tokio::time::interval(Duration::from_secs(30));
-    loop {
-        tick.tick().await;
-        let _ = tokio::task::spawn_blocking(extender::memory::release_free_memory).await;
     }
 }
 
