@@ -4,6 +4,7 @@
 //! next pod asking for the same class and selectors pays a lookup, not an evaluation.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 
 use cel::common::traits::{Container, Indexer, Iterable, Sizer};
@@ -43,6 +44,11 @@ fn compile(source: &str) -> Compiled {
     compiled
 }
 
+/// Selector sets remembered before the map starts over (their numbers are never given
+/// again, so a verdict kept under an old number is only missed, never misread).
+const MAX_SETS: usize = 100_000;
+static NEXT_SET: AtomicU64 = AtomicU64::new(1);
+
 /// A number naming one set of selectors (a class's, then a request's), the key of the
 /// verdicts kept with each device.
 fn set_id(key: String) -> u64 {
@@ -50,8 +56,15 @@ fn set_id(key: String) -> u64 {
         return *id;
     }
     let mut map = SETS.write().unwrap_or_else(|e| e.into_inner());
-    let next = map.len() as u64 + 1;
-    *map.entry(key).or_insert(next)
+    if let Some(id) = map.get(&key) {
+        return *id;
+    }
+    if map.len() >= MAX_SETS {
+        map.clear();
+    }
+    let id = NEXT_SET.fetch_add(1, Ordering::Relaxed);
+    map.insert(key, id);
+    id
 }
 
 /// The selectors of one request alternative, ready to run.
@@ -254,4 +267,20 @@ pub fn device_value(driver: &str, d: &Device) -> Result<Box<dyn Val>, String> {
     fields.insert(key("attributes"), domains(attributes));
     fields.insert(key("capacity"), domains(capacity));
     Ok(Box::new(CelMap::from(fields)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selector_set_keeps_its_number_until_the_map_starts_over_and_no_number_comes_twice() {
+        let first = set_id("set-a".into());
+        assert_eq!(set_id("set-a".into()), first);
+        let others: Vec<u64> = (0..=MAX_SETS).map(|i| set_id(format!("filler-{i}"))).collect();
+        assert!(SETS.read().unwrap_or_else(|e| e.into_inner()).len() <= MAX_SETS, "the map is bounded");
+        let again = set_id("set-a".into());
+        assert_ne!(again, first, "the map started over");
+        assert!(!others.contains(&again) && others.iter().all(|n| *n != first));
+    }
 }
