@@ -153,3 +153,46 @@ pub fn spawn(api: Api<Lease>, cfg: LeaderConfig, mut stop: watch::Receiver<bool>
     });
     rx
 }
+
+/// Follows who leads: with leader election (`election`), this replica leads while it
+/// holds the lease; without, it always leads. The state and the leader metric follow.
+pub(super) fn follow(
+    shared: &std::sync::Arc<super::Shared>,
+    client: &kube::Client,
+    election: Option<&algorithms::config::LeaderElection>,
+    identity: &str,
+    stop: watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering;
+    let Some(le) = election else {
+        shared.leader.store(true, Ordering::SeqCst);
+        shared.metrics.leader.set(1);
+        return;
+    };
+    let ns = le
+        .resource_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "kube-system".into());
+    let duration = |d: &Option<String>, default: u64| {
+        d.as_deref().and_then(super::parse_duration).unwrap_or(Duration::from_secs(default))
+    };
+    let cfg = LeaderConfig {
+        namespace: ns.clone(),
+        name: le.resource_name.clone().unwrap_or_else(|| "custom-scheduler".into()),
+        identity: identity.to_string(),
+        lease_duration: duration(&le.lease_duration, 15),
+        renew_deadline: duration(&le.renew_deadline, 10),
+        retry_period: duration(&le.retry_period, 2),
+    };
+    let mut leading = spawn(Api::namespaced(client.clone(), &ns), cfg, stop);
+    let sh = shared.clone();
+    tokio::spawn(async move {
+        while leading.changed().await.is_ok() {
+            let now = *leading.borrow();
+            sh.leader.store(now, Ordering::SeqCst);
+            sh.metrics.leader.set(i64::from(now));
+            sh.wake();
+        }
+    });
+}

@@ -15,6 +15,7 @@
 
 pub mod binder;
 pub mod budgets;
+mod dispatch;
 pub mod events;
 mod expectation;
 pub mod foreground;
@@ -36,9 +37,8 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use algorithms::PodInfo;
 use governor::Quota;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -47,7 +47,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tracing::{error, info, warn};
 
 use crate::config_file;
-use crate::engine::{Cycler, Engine, Nomination};
+use crate::engine::{Cycler, Engine};
 use scheduling::{Work, scheduling_loop};
 pub use shared::{Shared, Stats};
 pub use state::{Feed, State};
@@ -171,37 +171,9 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);
-    if leader_elect {
-        let le = &cfg.leader_election;
-        let ns = le
-            .resource_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| "kube-system".into());
-        let lcfg = leader::LeaderConfig {
-            namespace: ns.clone(),
-            name: le.resource_name.clone().unwrap_or_else(|| "custom-scheduler".into()),
-            identity: opts.identity.clone(),
-            lease_duration: le.lease_duration.as_deref().and_then(parse_duration).unwrap_or(Duration::from_secs(15)),
-            renew_deadline: le.renew_deadline.as_deref().and_then(parse_duration).unwrap_or(Duration::from_secs(10)),
-            retry_period: le.retry_period.as_deref().and_then(parse_duration).unwrap_or(Duration::from_secs(2)),
-        };
-        let mut leading = leader::spawn(kube::Api::namespaced(client.clone(), &ns), lcfg, stop_rx.clone());
-        let sh = shared.clone();
-        tokio::spawn(async move {
-            while leading.changed().await.is_ok() {
-                let now = *leading.borrow();
-                sh.leader.store(now, Ordering::SeqCst);
-                sh.metrics.leader.set(i64::from(now));
-                sh.wake();
-            }
-        });
-    } else {
-        shared.leader.store(true, Ordering::SeqCst);
-        shared.metrics.leader.set(1);
-    }
+    leader::follow(&shared, &client, leader_elect.then_some(&cfg.leader_election), &opts.identity, stop_rx);
 
-    let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
+    let (work_tx, work_rx) = mpsc::unbounded_channel::<Work>();
     let sched_shared = shared.clone();
     let cycle_thread = std::thread::Builder::new()
         .name("scheduling-cycle".into())
@@ -222,101 +194,10 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
         event_options,
     ));
     let permits = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
-    let dispatch = {
-        let (client, shared, reporter, permits) = (client.clone(), shared.clone(), reporter.clone(), permits.clone());
-        let host =
-            binder::ApiHost::new(client.clone(), shared.clone(), opts.bind_concurrency).with_reporter(reporter.clone());
-        // Each pod's unschedulable reports, and each PodGroup's condition, are written in
-        // the order they were decided: they run concurrently, and an older one must not
-        // land over a newer one.
-        let latest = serial::Serial::default();
-        let groups_written = serial::Serial::default();
-        tokio::spawn(async move {
-            while let Some(work) = work_rx.recv().await {
-                match work {
-                    Work::Bind(req) if binder::has_pre_bind_work(&shared, &req) => {
-                        // Waiting at Permit or for PreBind's writes to take effect holds no
-                        // binding slot: a slow provisioner must not stall the pods that have
-                        // nothing to wait for.
-                        let (host, r, permits) = (host.clone(), reporter.clone(), permits.clone());
-                        let in_flight = shared.metrics.flow.start("binding");
-                        tokio::spawn(async move {
-                            let _in_flight = in_flight;
-                            if !binder::pre_bind(&host, &r, &req).await {
-                                return;
-                            }
-                            let Ok(permit) = host.shared.foreground.waiting_for(permits.acquire_owned()).await else {
-                                return;
-                            };
-                            binder::bind_and_record(host, r, req).await;
-                            drop(permit);
-                        });
-                    }
-                    Work::Bind(req) => {
-                        // Nothing to wait for before the Binding (the look above found no
-                        // Permit wait and no reservation): the cycle goes straight to it.
-                        let Ok(permit) = shared.foreground.waiting_for(permits.clone().acquire_owned()).await else {
-                            break;
-                        };
-                        let (host, r) = (host.clone(), reporter.clone());
-                        let in_flight = shared.metrics.flow.start("binding");
-                        tokio::spawn(async move {
-                            let _in_flight = in_flight;
-                            binder::bind_and_record(host, r, req).await;
-                            drop(permit);
-                        });
-                    }
-                    Work::Error(pod, message) => {
-                        let r = reporter.clone();
-                        tokio::spawn(async move { r.scheduler_error(&pod, &message).await });
-                    }
-                    Work::GroupScheduled(group, verdict) => {
-                        // Decisions about one group are written in order: the last stays.
-                        let ticket = groups_written.ticket(&group);
-                        let (c, serial) = (client.clone(), groups_written.clone());
-                        tokio::spawn(async move {
-                            let key = group.clone();
-                            serial.run(&key, ticket, || pod_groups::write_condition(c, group, verdict)).await;
-                        });
-                    }
-                    Work::Unschedulable(pod, message, nomination) => {
-                        let (c, s, r) = (client.clone(), shared.clone(), reporter.clone());
-                        let key = pod.key();
-                        let this = latest.ticket(&key);
-                        let latest = latest.clone();
-                        tokio::spawn(async move {
-                            let nominated = match &nomination {
-                                Nomination::Preempted(p) => Some(Some(p.node.as_str())),
-                                Nomination::Cleared => Some(None),
-                                Nomination::Unchanged | Nomination::Released(_) => None,
-                            };
-                            // A preemption's nomination is written whatever came after it.
-                            let preempted = matches!(nomination, Nomination::Preempted(_));
-                            let current = || preempted || latest.is_latest(&key, this);
-                            // A pod's reports are written one at a time, in the order they
-                            // were decided (an older one overtaken is dropped).
-                            let report = || r.unschedulable(&pod, &message, nominated, &current);
-                            if preempted {
-                                report().await;
-                            } else {
-                                latest.run(&key, this, report).await;
-                            }
-                            if let Nomination::Released(writes) = &nomination {
-                                release(c.clone(), s.clone(), &pod, writes).await;
-                            }
-                            if let Nomination::Preempted(p) = nomination
-                                && preempt::evict(c, s.clone(), r, pod.clone(), p).await > 0
-                            {
-                                // Retry the pod soon, as kube-scheduler activates it.
-                                s.lock().engine.queue.requeue_if_queued(pod, 1, Instant::now());
-                                s.wake();
-                            }
-                        });
-                    }
-                }
-            }
-        })
-    };
+    let host =
+        binder::ApiHost::new(client.clone(), shared.clone(), opts.bind_concurrency).with_reporter(reporter.clone());
+    let dispatcher = dispatch::Dispatcher::new(client.clone(), shared.clone(), reporter.clone(), permits.clone(), host);
+    let dispatch = tokio::spawn(dispatcher.run(work_rx));
 
     tokio::spawn(summary(shared.clone(), permits.clone(), opts.bind_concurrency.max(1), opts.summary_interval));
 
@@ -336,22 +217,6 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     let _ = stop_tx.send(true);
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
-}
-
-/// Makes the writes a PostFilter plugin asked for (a claim's deallocation); the watch
-/// then brings the change, which wakes the pod. A failed write is logged and the pod
-/// retried after its backoff, as kube-scheduler retries a PostFilter error.
-async fn release(client: Client, shared: Arc<Shared>, pod: &Arc<PodInfo>, writes: &[algorithms::framework::ApiWrite]) {
-    let host = binder::ApiHost::new(client, shared, 1);
-    for w in writes {
-        host.shared.limiter.until_ready().await;
-        if let Err(error) = crate::binding::ClusterApi::write(&host, w).await {
-            warn!(pod = %pod.key(), %error, "PostFilter write failed; retrying the pod");
-            host.shared.lock().engine.queue.requeue_if_queued(pod.clone(), 1, Instant::now());
-            host.shared.wake();
-            return;
-        }
-    }
 }
 
 /// Every `every` (30 s by default), while anything happens or waits, one line: pods
@@ -401,10 +266,11 @@ mod tests {
     use super::*;
     use algorithms::builders::{NodeBuilder, PodBuilder};
     use algorithms::framework::{FilterPlugin, PluginState};
-    use algorithms::{NodeInfo, Profile, Status};
+    use algorithms::{NodeInfo, PodInfo, Profile, Status};
     use std::sync::Mutex;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc as std_mpsc;
+    use std::time::Instant;
 
     /// A filter that holds the cycle, the first time it runs, until the test lets it go.
     struct Gate {
