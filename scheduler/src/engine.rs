@@ -16,11 +16,12 @@ use algorithms::framework::{
     EquivalenceCache, EvaluateOptions, Permit, PostFilterResult, evaluate, evaluate_cached, filter_candidates,
     post_filter_failure_message, run_post_filters,
 };
-use algorithms::{Evaluation, PodInfo, Profile, Snapshot};
+use algorithms::{Code, Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 mod gang_cycle;
+pub mod timing;
 mod topology;
 
 pub use gang_cycle::{COSCHEDULING, GroupAttempt, GroupPlan};
@@ -30,6 +31,7 @@ pub use topology::{DomainVerdict, Verdict};
 use crate::cache::Cache;
 use crate::gang::{self, Groups};
 use crate::queue::{QueuedPod, SchedulingQueue};
+use timing::{Ended, Point, Timing};
 
 /// What one scheduling cycle decided.
 #[derive(Debug, Clone)]
@@ -119,8 +121,8 @@ pub struct Engine {
     /// Whether PreEnqueue, Reserve and Permit runs are timed into `timings` (`run` turns
     /// this on and takes them each loop).
     pub record_timings: bool,
-    /// Timed runs: (extension point, status, profile, seconds).
-    pub timings: Vec<(&'static str, &'static str, String, f64)>,
+    /// Timed runs.
+    pub timings: Vec<Timing>,
 }
 
 /// Why Reserve or Permit refused the chosen node.
@@ -192,9 +194,14 @@ impl Engine {
         moved
     }
 
-    fn timed(&mut self, point: &'static str, status: &'static str, profile: &str, since: Instant) {
+    fn timed(&mut self, point: Point, ended: Ended, profile: &str, since: Instant) {
         if self.record_timings {
-            self.timings.push((point, status, profile.to_string(), since.elapsed().as_secs_f64()));
+            self.timings.push(Timing {
+                point,
+                ended,
+                profile: profile.to_string(),
+                seconds: since.elapsed().as_secs_f64(),
+            });
         }
     }
 
@@ -212,7 +219,7 @@ impl Engine {
         let key = pod.key();
         let t0 = Instant::now();
         let reserved = self.cache.reserve(pod, node, &profile.reserves);
-        self.timed("Reserve", if reserved.is_ok() { "Success" } else { "Error" }, &profile.scheduler_name, t0);
+        self.timed(Point::Reserve, Ended::ok(reserved.is_ok()), &profile.scheduler_name, t0);
         if let Err(e) = reserved {
             self.cache.forget(&key);
             return Err(Refused::Error(e));
@@ -224,13 +231,14 @@ impl Engine {
                 Permit::Allow => {}
                 Permit::Wait(d) => wait = Some(wait.map_or(d, |w| w.min(d))),
                 Permit::Reject(status) => {
-                    self.timed("Permit", "Unschedulable", &profile.scheduler_name, t0);
+                    self.timed(Point::Permit, Ended::Code(Code::Unschedulable), &profile.scheduler_name, t0);
                     self.cache.forget(&key);
                     return Err(Refused::Rejected { plugin: plugin.name(), message: status.message() });
                 }
             }
         }
-        self.timed("Permit", if wait.is_some() { "Wait" } else { "Success" }, &profile.scheduler_name, t0);
+        let ended = if wait.is_some() { Ended::Wait } else { Ended::Code(Code::Success) };
+        self.timed(Point::Permit, ended, &profile.scheduler_name, t0);
         self.waiting.remove(&key);
         if let Some(d) = wait {
             self.waiting.insert(key, (now + d, d));
@@ -338,8 +346,8 @@ impl Cycler {
             let queued = engine.queue.pop(now)?;
             let t0 = Instant::now();
             let gate = self.gate(engine, &queued.pod);
-            let status = if gate.is_some() { "UnschedulableAndUnresolvable" } else { "Success" };
-            engine.timed("PreEnqueue", status, &queued.pod.scheduler_name, t0);
+            let code = if gate.is_some() { Code::UnschedulableAndUnresolvable } else { Code::Success };
+            engine.timed(Point::PreEnqueue, Ended::Code(code), &queued.pod.scheduler_name, t0);
             let Some(plugin) = gate else { break queued };
             let profiles = &engine.profiles;
             engine.queue.gate(&queued.pod.key(), plugin, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));

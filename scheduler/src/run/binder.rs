@@ -21,6 +21,8 @@ use super::shared::Shared;
 use crate::binding::{self, ClusterApi, Finished, Host, POLL};
 pub use crate::binding::{BindOutcome, BindRequest};
 use crate::engine::Engine;
+use crate::engine::timing::{Ended, Point};
+use algorithms::Code;
 
 /// The API server and the shared state, as a binding cycle's host.
 #[derive(Clone)]
@@ -170,8 +172,8 @@ pub async fn pre_bind(host: &ApiHost, reporter: &Reporter, req: &BindRequest) ->
         });
     }
     let outcome = binding::pre_bind(host, req).await;
-    let status = if outcome.is_ok() { "Success" } else { "Error" };
-    host.shared.metrics.extension_point("PreBind", status, &req.profile, t0.elapsed().as_secs_f64());
+    let ended = Ended::ok(outcome.is_ok());
+    host.shared.metrics.extension_point(Point::PreBind, ended, &req.profile, t0.elapsed().as_secs_f64());
     match outcome {
         Ok(()) => {
             debug!(pod = %key, node = %req.node, ms = t0.elapsed().as_millis() as u64, "ready to bind");
@@ -219,11 +221,11 @@ pub fn has_pre_bind_work(shared: &Shared, req: &BindRequest) -> bool {
         let st = shared.lock();
         st.engine.cache.has_reservation(&key) || st.engine.permit_deadline(&key).is_some()
     };
-    let status = if work { "Success" } else { "Skip" };
-    shared.metrics.extension_point("PreBindPreFlight", status, &req.profile, t0.elapsed().as_secs_f64());
+    let ended = Ended::Code(if work { Code::Success } else { Code::Skip });
+    shared.metrics.extension_point(Point::PreBindPreFlight, ended, &req.profile, t0.elapsed().as_secs_f64());
     if !work {
         // No PreBind plugin has anything to do for the pod: PreBind runs none.
-        shared.metrics.extension_point("PreBind", "Success", &req.profile, 0.0);
+        shared.metrics.extension_point(Point::PreBind, Ended::ok(true), &req.profile, 0.0);
     }
     work
 }
@@ -245,7 +247,7 @@ async fn report(host: &ApiHost, reporter: &Reporter, req: &BindRequest, finished
             shared.metrics.cycle.bound(req.attempts, req.queued_since.elapsed().as_secs_f64());
             reporter.scheduled(&req.pod, &req.node);
             // PostBind: what follows a successful bind (the Scheduled event queued).
-            shared.metrics.extension_point("PostBind", "Success", &req.profile, t0.elapsed().as_secs_f64());
+            shared.metrics.extension_point(Point::PostBind, Ended::ok(true), &req.profile, t0.elapsed().as_secs_f64());
         }
         Finished::Conflict => info!(pod = %key, "pod was already bound; leaving it to the watch"),
         Finished::Gone => info!(pod = %key, "pod is gone; dropping it"),

@@ -13,6 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::engine::timing::{Ended, Point};
+
 /// `result` and `profile` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
@@ -65,8 +67,7 @@ pub struct Metrics {
 }
 
 /// The extension point histograms by profile, then extension point and status.
-type ExtensionHistograms =
-    std::collections::HashMap<String, std::collections::HashMap<(&'static str, &'static str), Histogram>>;
+type ExtensionHistograms = std::collections::HashMap<String, std::collections::HashMap<(Point, Ended), Histogram>>;
 
 fn buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -150,20 +151,23 @@ impl Metrics {
 
     /// Records a bind call.
     pub fn bind(&self, ok: bool, profile: &str, seconds: f64) {
-        self.extension_point("Bind", if ok { "Success" } else { "Error" }, profile, seconds);
+        self.extension_point(Point::Bind, Ended::ok(ok), profile, seconds);
     }
 
     /// Records one run of an extension point's plugins, with the status code it ended in
     /// (the histograms are looked up without building labels after their first use).
-    pub fn extension_point(&self, point: &'static str, status: &'static str, profile: &str, seconds: f64) {
+    pub fn extension_point(&self, point: Point, ended: Ended, profile: &str, seconds: f64) {
         let mut cache = self.extension_histograms.lock().unwrap_or_else(|e| e.into_inner());
         let by_point = match cache.get_mut(profile) {
             Some(m) => m,
             None => cache.entry(profile.to_string()).or_default(),
         };
-        let h = by_point.entry((point, status)).or_insert_with(|| {
-            let labels =
-                ExtensionLabels { extension_point: point.into(), status: status.into(), profile: profile.into() };
+        let h = by_point.entry((point, ended)).or_insert_with(|| {
+            let labels = ExtensionLabels {
+                extension_point: point.as_str().into(),
+                status: ended.as_str().into(),
+                profile: profile.into(),
+            };
             self.bind_duration.get_or_create(&labels).clone()
         });
         h.observe(seconds);

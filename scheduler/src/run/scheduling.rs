@@ -10,7 +10,9 @@ use tracing::{debug, info_span, warn};
 
 use super::shared::Shared;
 use crate::binding::BindRequest;
+use crate::engine::timing::{Ended, Point};
 use crate::engine::{Cycle, Cycler, Engine, Nomination, Outcome};
+use algorithms::Code;
 
 /// What the scheduling thread hands the dispatcher.
 pub(super) enum Work {
@@ -31,8 +33,8 @@ pub(super) fn scheduling_loop(shared: Arc<Shared>, work: mpsc::UnboundedSender<W
             return;
         }
         let mut st = shared.lock();
-        for (point, status, profile, seconds) in st.engine.timings.drain(..) {
-            shared.metrics.extension_point(point, status, &profile, seconds);
+        for t in st.engine.timings.drain(..) {
+            shared.metrics.extension_point(t.point, t.ended, &t.profile, t.seconds);
         }
         if !shared.may_schedule_locked(&st) {
             let _ = shared.cv.wait_timeout(st, Duration::from_millis(200));
@@ -155,17 +157,17 @@ fn evaluations(flow: &crate::run::metrics::FlowMetrics, profile: &algorithms::Pr
 /// PostFilter, with the status code each ended in.
 fn extension_points(metrics: &super::metrics::Metrics, profile: &str, d: &crate::engine::Decision) {
     let pre = match (&d.ev.error, &d.ev.prefilter_rejection) {
-        (Some(_), None) if d.ev.feasible.is_empty() && d.ev.rejected.is_empty() => "Error",
-        (_, Some(st)) => st.code.as_str(),
-        _ => "Success",
+        (Some(_), None) if d.ev.feasible.is_empty() && d.ev.rejected.is_empty() => Code::Error,
+        (_, Some(st)) => st.code,
+        _ => Code::Success,
     };
-    metrics.extension_point("PreFilter", pre, profile, d.ev.pre_filter_seconds);
+    metrics.extension_point(Point::PreFilter, Ended::Code(pre), profile, d.ev.pre_filter_seconds);
     if let Some(seconds) = d.post_filter_seconds {
-        let status = match &d.preemption {
-            Some(algorithms::framework::PostFilterResult::Nominate(_)) => "Success",
-            _ => "Unschedulable",
+        let code = match &d.preemption {
+            Some(algorithms::framework::PostFilterResult::Nominate(_)) => Code::Success,
+            _ => Code::Unschedulable,
         };
-        metrics.extension_point("PostFilter", status, profile, seconds);
+        metrics.extension_point(Point::PostFilter, Ended::Code(code), profile, seconds);
     }
 }
 
