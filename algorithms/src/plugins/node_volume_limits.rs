@@ -12,7 +12,7 @@ use crate::volumes::VolumeObjects;
 use smallvec::SmallVec;
 
 use crate::volumes::migration::csi_driver_of;
-use crate::volumes::{Claim, CsiNode, VolumeHandle, VolumeState};
+use crate::volumes::{CsiNode, VolumeClaim, VolumeHandle, VolumeState};
 
 /// Plugin name.
 pub const NAME: &str = "NodeVolumeLimits";
@@ -50,7 +50,7 @@ fn translated<'a>(h: &'a VolumeHandle, csi_node: Option<&CsiNode>) -> Option<Att
 
 /// Driver and handle of a claim's volume; for an unbound claim, its class's provisioner.
 fn claim_volume<'a>(
-    claim: &'a Claim,
+    claim: &'a VolumeClaim,
     key: &'a str,
     state: &'a VolumeState,
     csi_node: Option<&CsiNode>,

@@ -1,14 +1,14 @@
 //! Storage objects in their parsed form, for tests and synthetic workloads.
 
 use crate::labels::{LabelSelector, NodeSelector, NodeSelectorTerm, Operator, Requirement};
-use crate::volumes::{Capacity, Claim, ClaimRef, CsiNode, StorageClass, Volume, VolumeHandle};
+use crate::volumes::{Capacity, ClaimRef, CsiNode, StorageClass, Volume, VolumeClaim, VolumeHandle};
 
 /// One GiB.
 pub const GI: i64 = 1 << 30;
 
 /// An unbound claim `default/<name>` of `class` asking for ReadWriteOnce.
-pub fn claim(name: &str, class: &str) -> Claim {
-    Claim {
+pub fn claim(name: &str, class: &str) -> VolumeClaim {
+    VolumeClaim {
         namespace: "default".into(),
         name: name.into(),
         uid: format!("uid-{name}"),
@@ -19,13 +19,13 @@ pub fn claim(name: &str, class: &str) -> Claim {
 }
 
 /// A claim bound to `volume`, binding completed.
-pub fn bound_claim(name: &str, class: &str, volume: &str) -> Claim {
-    Claim { volume_name: volume.into(), bind_completed: true, ..claim(name, class) }
+pub fn bound_claim(name: &str, class: &str, volume: &str) -> VolumeClaim {
+    VolumeClaim { volume_name: volume.into(), bind_completed: true, ..claim(name, class) }
 }
 
 /// A claim of `class` asking for `bytes`.
-pub fn sized_claim(name: &str, class: &str, bytes: i64) -> Claim {
-    Claim { request: bytes, request_set: true, ..claim(name, class) }
+pub fn sized_claim(name: &str, class: &str, bytes: i64) -> VolumeClaim {
+    VolumeClaim { request: bytes, request_set: true, ..claim(name, class) }
 }
 
 /// An Available ReadWriteOnce volume of `class` and `bytes`.
@@ -54,7 +54,7 @@ pub fn on(mut v: Volume, pairs: &[(&str, &str)]) -> Volume {
 }
 
 /// The volume bound to a claim.
-pub fn claimed(mut v: Volume, claim: &Claim) -> Volume {
+pub fn claimed(mut v: Volume, claim: &VolumeClaim) -> Volume {
     v.claim_ref =
         Some(ClaimRef { namespace: claim.namespace.clone(), name: claim.name.clone(), uid: claim.uid.clone() });
     v.phase = "Bound".into();

@@ -11,7 +11,7 @@ pub mod store;
 mod writes;
 
 pub use migration::VolumeHandle;
-pub use objects::{Capacity, Claim, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume};
+pub use objects::{Capacity, ClaimRef, CsiDriver, CsiNode, StorageClass, Volume, VolumeClaim};
 pub use part::VolumeObjects;
 pub use pod::{Disk, PodClaim, PodVolumes};
 pub use store::VolumeState;

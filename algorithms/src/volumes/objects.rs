@@ -35,7 +35,7 @@ pub struct ClaimRef {
 
 /// A PersistentVolumeClaim.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Claim {
+pub struct VolumeClaim {
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -72,7 +72,7 @@ pub struct Claim {
     pub phase: String,
 }
 
-impl Claim {
+impl VolumeClaim {
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -100,7 +100,7 @@ impl Claim {
             None => 0,
         };
         let selector = spec.selector.as_ref().map(LabelSelector::parse).transpose().map_err(selector_error)?;
-        Ok(Claim {
+        Ok(VolumeClaim {
             namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
             name: meta.name.clone().ok_or("metadata.name is missing")?,
             uid: meta.uid.clone().unwrap_or_default(),

@@ -16,19 +16,19 @@ type BTreeSet<T> = imbl::OrdSet<T>;
 type Key = Arc<str>;
 use std::sync::Arc;
 
-use super::objects::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume};
+use super::objects::{Capacity, CsiDriver, CsiNode, StorageClass, Volume, VolumeClaim};
 
 /// The objects, keyed as the API names them (claims and capacities by `namespace/name`).
 #[derive(Debug, Default, Clone)]
 pub struct VolumeState {
-    claims: HashMap<Key, Arc<Claim>>,
+    claims: HashMap<Key, Arc<VolumeClaim>>,
     volumes: HashMap<Key, Arc<Volume>>,
     classes: HashMap<Key, Arc<StorageClass>>,
     csi_nodes: HashMap<Key, Arc<CsiNode>>,
     drivers: HashMap<Key, Arc<CsiDriver>>,
     capacities: HashMap<Key, Arc<Capacity>>,
     /// Assumed claims with the resource version of the object they were assumed over.
-    assumed_claims: HashMap<Key, (Arc<Claim>, String)>,
+    assumed_claims: HashMap<Key, (Arc<VolumeClaim>, String)>,
     /// Assumed volumes, likewise.
     assumed_volumes: HashMap<Key, (Arc<Volume>, String)>,
     /// Names of volumes without a claimRef, by class (as assumed), for static matching.
@@ -41,7 +41,7 @@ pub struct VolumeState {
 
 impl VolumeState {
     /// A claim by `namespace/name`, as assumed if it is.
-    pub fn claim(&self, key: &str) -> Option<&Arc<Claim>> {
+    pub fn claim(&self, key: &str) -> Option<&Arc<VolumeClaim>> {
         if self.assumed_claims.is_empty() {
             return self.claims.get(key);
         }
@@ -57,7 +57,7 @@ impl VolumeState {
     }
 
     /// A claim as the API server last said, assumptions aside.
-    pub fn api_claim(&self, key: &str) -> Option<&Arc<Claim>> {
+    pub fn api_claim(&self, key: &str) -> Option<&Arc<VolumeClaim>> {
         self.claims.get(key)
     }
 
@@ -114,7 +114,7 @@ impl VolumeState {
     }
 
     /// Adds or replaces a claim from the API; an assumption over an older version goes.
-    pub fn upsert_claim(&mut self, claim: Claim) -> Option<Arc<Claim>> {
+    pub fn upsert_claim(&mut self, claim: VolumeClaim) -> Option<Arc<VolumeClaim>> {
         let key = claim.key();
         if self.assumed_claims.get(key.as_str()).is_some_and(|(_, base)| *base != claim.resource_version) {
             self.assumed_claims.remove(key.as_str());
@@ -124,7 +124,7 @@ impl VolumeState {
     }
 
     /// Removes a claim.
-    pub fn remove_claim(&mut self, key: &str) -> Option<Arc<Claim>> {
+    pub fn remove_claim(&mut self, key: &str) -> Option<Arc<VolumeClaim>> {
         self.generation += 1;
         self.assumed_claims.remove(key);
         self.claims.remove(key)
@@ -224,7 +224,7 @@ impl VolumeState {
     }
 
     /// Assumes a claim as the scheduler is about to write it.
-    pub fn assume_claim(&mut self, claim: Claim) {
+    pub fn assume_claim(&mut self, claim: VolumeClaim) {
         let key = claim.key();
         let base = self.claims.get(key.as_str()).map(|c| c.resource_version.clone()).unwrap_or_default();
         self.generation += 1;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Claim, Volume};
+use super::{Volume, VolumeClaim};
 
 /// One of VolumeBinding's writes, made by the binding cycle as an
 /// `ApiWrite`.
@@ -14,13 +14,13 @@ pub enum VolumeWrite {
         /// The volume as assumed (claimRef set).
         volume: Arc<Volume>,
         /// The claim it is bound to.
-        claim: Arc<Claim>,
+        claim: Arc<VolumeClaim>,
     },
     /// Set `volume.kubernetes.io/selected-node` on a claim: its provisioner creates a
     /// volume the node can reach.
     SelectNode {
         /// The claim as assumed.
-        claim: Arc<Claim>,
+        claim: Arc<VolumeClaim>,
         /// The node.
         node: String,
     },

@@ -5,7 +5,9 @@
 use algorithms::framework::{ApiWrite, resource_version as version};
 use algorithms::volumes::kinds::{CAPACITY, CLAIM, CLASS, CSI_DRIVER, CSI_NODE, VOLUME};
 use algorithms::volumes::objects::{BOUND_BY_CONTROLLER, SELECTED_NODE};
-use algorithms::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeObjects, VolumeWrite};
+use algorithms::volumes::{
+    Capacity, CsiDriver, CsiNode, StorageClass, Volume, VolumeClaim, VolumeObjects, VolumeWrite,
+};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -28,7 +30,7 @@ impl ApiOwner for Volumes {
                 client,
                 CLAIM,
                 "persistentvolumeclaims",
-                |o| Ok(store(Claim::from_api(o)?, |st, c| st.volumes_mut().upsert_claim(c).is_some())),
+                |o| Ok(store(VolumeClaim::from_api(o)?, |st, c| st.volumes_mut().upsert_claim(c).is_some())),
                 |st, key| st.volumes_mut().remove_claim(key).is_some(),
             ),
             ops::<PersistentVolume>(

@@ -361,7 +361,7 @@ const PVC_ATTACH_LIMIT: i64 = 39;
 /// (`data-init-N`, `data-pod-N`). Provisioning happens in memory as pods are placed.
 fn pvc_world(nodes: usize, init: usize, measured: usize) -> algorithms::volumes::VolumeState {
     use algorithms::volumes::builders::{GI, capacity, class, csi_node, sized_claim};
-    use algorithms::volumes::{Claim, CsiDriver};
+    use algorithms::volumes::{CsiDriver, VolumeClaim};
     let mut st = algorithms::volumes::VolumeState::default();
     st.upsert_class(class("wffc", PVC_DRIVER, true));
     st.upsert_driver(CsiDriver { name: PVC_DRIVER.into(), storage_capacity: true });
@@ -374,7 +374,7 @@ fn pvc_world(nodes: usize, init: usize, measured: usize) -> algorithms::volumes:
     }
     let names = (0..init).map(|i| format!("data-init-{i}")).chain((0..measured).map(|i| format!("data-pod-{i}")));
     for name in names {
-        st.upsert_claim(Claim { namespace: "sched-perf".into(), ..sized_claim(&name, "wffc", GI) });
+        st.upsert_claim(VolumeClaim { namespace: "sched-perf".into(), ..sized_claim(&name, "wffc", GI) });
     }
     st
 }

@@ -8,7 +8,7 @@ use super::*;
 use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
 use crate::volumes::builders::{bound_claim, claim, class, csi, csi_node, volume};
-use crate::volumes::{Claim, Volume};
+use crate::volumes::{Volume, VolumeClaim};
 
 const EBS: &str = "ebs.csi.aws.com";
 const GCE: &str = "pd.csi.storage.gke.io";
@@ -24,7 +24,7 @@ fn in_tree_ebs(name: &str) -> Volume {
     v
 }
 
-fn world(drivers: &[&str], limits: Limits, extra_claims: Vec<Claim>) -> VolumeState {
+fn world(drivers: &[&str], limits: Limits, extra_claims: Vec<VolumeClaim>) -> VolumeState {
     let mut s = VolumeState::default();
     for d in drivers {
         for j in 0..4 {
@@ -40,7 +40,7 @@ fn world(drivers: &[&str], limits: Limits, extra_claims: Vec<Claim>) -> VolumeSt
     }
     s.upsert_claim(claim("csi-4", "csi-sc"));
     s.upsert_claim(claim("csi-5", ""));
-    s.upsert_claim(Claim { volume_name: "missing-in-action".into(), ..claim("csi-6", "csi-sc") });
+    s.upsert_claim(VolumeClaim { volume_name: "missing-in-action".into(), ..claim("csi-6", "csi-sc") });
     s.upsert_class(class("csi-sc", drivers[0], false));
     for c in extra_claims {
         s.upsert_claim(c);
@@ -216,13 +216,13 @@ fn ephemeral_volumes() {
         p
     };
     let owned =
-        |n: &str| Claim { namespace: "test".into(), controller_uid: Some("12345".into()), ..claim(n, "csi-sc") };
+        |n: &str| VolumeClaim { namespace: "test".into(), controller_uid: Some("12345".into()), ..claim(n, "csi-sc") };
     let running = claims_pod("running", &[format!("csi-{EBS}-3")]);
     let ebs_two = claims_pod("ebs-two", &[format!("csi-{EBS}-1"), format!("csi-{EBS}-2")]);
     let st = run(eph("abc", &["xyz"]), vec![], world(&[EBS], Some(None), vec![]));
     assert_eq!(st.code, Code::UnschedulableAndUnresolvable);
     assert_eq!(st.message(), "looking up PVC test/abc-xyz: persistentvolumeclaim \"abc-xyz\" not found");
-    let not_owned = Claim { controller_uid: None, ..owned("abc-xyz") };
+    let not_owned = VolumeClaim { controller_uid: None, ..owned("abc-xyz") };
     let st = run(eph("abc", &["xyz"]), vec![], world(&[EBS], Some(None), vec![not_owned]));
     assert_eq!(
         (st.code, st.message()),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use super::binder::{NodeBindings, bound_to};
 use crate::volumes::objects::BOUND_BY_CONTROLLER;
-use crate::volumes::{Claim, ClaimRef, Volume, VolumeState};
+use crate::volumes::{ClaimRef, Volume, VolumeClaim, VolumeState};
 
 /// The volume as it reads once bound to the claim: claimRef set, and marked bound by a
 /// controller when it was not pre-bound.
-pub fn bind_volume_to_claim(volume: &Volume, claim: &Claim) -> Volume {
+pub fn bind_volume_to_claim(volume: &Volume, claim: &VolumeClaim) -> Volume {
     let mut v = volume.clone();
     let prebound = bound_to(volume, claim) && volume.claim_ref.as_ref().is_some_and(|r| r.uid == claim.uid);
     if !prebound {
@@ -24,7 +24,7 @@ pub fn bind_volume_to_claim(volume: &Volume, claim: &Claim) -> Volume {
 }
 
 /// The claim as it reads once the node is selected for provisioning.
-pub fn select_node(claim: &Claim, node: &str) -> Claim {
+pub fn select_node(claim: &VolumeClaim, node: &str) -> VolumeClaim {
     let mut c = claim.clone();
     c.selected_node = Some(node.to_string());
     c

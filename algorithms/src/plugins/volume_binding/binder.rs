@@ -10,7 +10,7 @@ use super::claims::PodClaims;
 use crate::labels::Labels;
 use crate::node_info::NodeInfo;
 use crate::volumes::objects::NO_PROVISIONER;
-use crate::volumes::{Capacity, Claim, StorageClass, Volume, VolumeState};
+use crate::volumes::{Capacity, StorageClass, Volume, VolumeClaim, VolumeState};
 
 /// Reason when a bound volume's node affinity excludes the node.
 pub const ERR_NODE_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
@@ -41,7 +41,7 @@ pub enum Provisioning {
 #[derive(Debug, Clone)]
 pub struct ClaimPlan {
     /// The claim.
-    pub claim: Arc<Claim>,
+    pub claim: Arc<VolumeClaim>,
     /// A volume pre-bound to the claim (its claimRef names it) that is large enough.
     pub prebound: Option<Arc<Volume>>,
     /// Available volumes that fit the claim on some node, smallest first.
@@ -54,7 +54,7 @@ pub struct ClaimPlan {
 #[derive(Debug, Clone, Default)]
 pub struct BindingState {
     /// Bound claims and their volumes (`None`: the volume does not exist).
-    pub bound: Vec<(Arc<Claim>, Option<Arc<Volume>>)>,
+    pub bound: Vec<(Arc<VolumeClaim>, Option<Arc<Volume>>)>,
     /// Unbound claims, by increasing request.
     pub plans: Vec<ClaimPlan>,
 }
@@ -63,9 +63,9 @@ pub struct BindingState {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeBindings {
     /// Claims to bind to existing volumes.
-    pub static_bindings: Vec<(Arc<Claim>, Arc<Volume>)>,
+    pub static_bindings: Vec<(Arc<VolumeClaim>, Arc<Volume>)>,
     /// Claims to provision on the node.
-    pub provisions: Vec<Arc<Claim>>,
+    pub provisions: Vec<Arc<VolumeClaim>>,
     /// For each provision, the CSIStorageCapacity it would draw from (when its driver
     /// tracks capacity).
     pub capacities: Vec<Option<Arc<Capacity>>>,
@@ -79,7 +79,7 @@ impl NodeBindings {
 }
 
 /// Whether a volume's claimRef names the claim (an empty UID matches any).
-pub fn bound_to(volume: &Volume, claim: &Claim) -> bool {
+pub fn bound_to(volume: &Volume, claim: &VolumeClaim) -> bool {
     volume.claim_ref.as_ref().is_some_and(|r| {
         r.name == claim.name && r.namespace == claim.namespace && (r.uid.is_empty() || r.uid == claim.uid)
     })
@@ -87,7 +87,7 @@ pub fn bound_to(volume: &Volume, claim: &Claim) -> bool {
 
 /// Whether a volume can serve the claim regardless of node: kube-scheduler's
 /// FindMatchingVolume checks other than node affinity and pre-binding.
-fn fits_anywhere(v: &Volume, claim: &Claim) -> bool {
+fn fits_anywhere(v: &Volume, claim: &VolumeClaim) -> bool {
     v.capacity >= claim.request
         && v.block == claim.block
         && v.attributes_class == claim.attributes_class
@@ -99,7 +99,7 @@ fn fits_anywhere(v: &Volume, claim: &Claim) -> bool {
 }
 
 /// The plan of one unbound claim.
-fn plan(claim: Arc<Claim>, state: &VolumeState) -> ClaimPlan {
+fn plan(claim: Arc<VolumeClaim>, state: &VolumeState) -> ClaimPlan {
     // A volume pre-bound to the claim (of its class, large enough, same mode, not
     // going away) is the only choice; otherwise free volumes of the class are candidates.
     let prebound = state
@@ -122,7 +122,7 @@ fn plan(claim: Arc<Claim>, state: &VolumeState) -> ClaimPlan {
     ClaimPlan { claim, prebound, candidates, provisioning }
 }
 
-fn provisioning(claim: &Claim, state: &VolumeState) -> Provisioning {
+fn provisioning(claim: &VolumeClaim, state: &VolumeState) -> Provisioning {
     if claim.class.is_empty() {
         return Provisioning::Error(format!("no class for claim \"{}\"", claim.key()));
     }

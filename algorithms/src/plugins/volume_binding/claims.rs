@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::pod_info::PodInfo;
 use crate::status::Status;
-use crate::volumes::{Claim, PodClaim, VolumeState};
+use crate::volumes::{PodClaim, VolumeClaim, VolumeState};
 
 /// Reason when a claim of the pod is unbound and its class binds immediately.
 pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
@@ -14,14 +14,14 @@ pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVol
 #[derive(Debug, Clone, Default)]
 pub struct PodClaims {
     /// Fully bound claims.
-    pub bound: Vec<Arc<Claim>>,
+    pub bound: Vec<Arc<VolumeClaim>>,
     /// Unbound claims of WaitForFirstConsumer classes.
-    pub delayed: Vec<Arc<Claim>>,
+    pub delayed: Vec<Arc<VolumeClaim>>,
 }
 
 /// Looks up one of the pod's claims with the checks every volume plugin makes: it exists,
 /// is not lost or being deleted, and an ephemeral volume's claim belongs to the pod.
-pub fn lookup(pod: &PodInfo, c: &PodClaim, state: &VolumeState) -> Result<Arc<Claim>, Status> {
+pub fn lookup(pod: &PodInfo, c: &PodClaim, state: &VolumeState) -> Result<Arc<VolumeClaim>, Status> {
     let Some(claim) = state.claim(&c.key) else {
         return Err(Status::unresolvable(if c.ephemeral {
             format!("waiting for ephemeral volume controller to create the persistentvolumeclaim \"{}\"", c.claim)
@@ -45,7 +45,7 @@ pub fn lookup(pod: &PodInfo, c: &PodClaim, state: &VolumeState) -> Result<Arc<Cl
 }
 
 /// An ephemeral volume's claim must be controlled by the pod.
-pub fn owned_by(pod: &PodInfo, claim: &Claim) -> Result<(), String> {
+pub fn owned_by(pod: &PodInfo, claim: &VolumeClaim) -> Result<(), String> {
     if claim.controller_uid.as_deref() == Some(pod.uid.as_str()) && !pod.uid.is_empty() {
         Ok(())
     } else {
@@ -58,7 +58,7 @@ pub fn owned_by(pod: &PodInfo, claim: &Claim) -> Result<(), String> {
 
 /// Whether an unbound claim waits for the first consumer: its class exists and says so.
 /// A claim without a class, or whose class is unknown, binds immediately.
-pub fn delayed(claim: &Claim, state: &VolumeState) -> bool {
+pub fn delayed(claim: &VolumeClaim, state: &VolumeState) -> bool {
     !claim.class.is_empty() && state.class(&claim.class).is_some_and(|c| c.wait_for_first_consumer)
 }
 

@@ -10,7 +10,7 @@ use crate::labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Opera
 use crate::objects::{ClusterObjects, ObjectAction, ObjectEvent};
 use crate::owners::{Controller, Reported, World};
 use crate::volumes::kinds::{CLAIM, VOLUME};
-use crate::volumes::{Claim, ClaimRef, Volume, VolumeHandle, VolumeObjects, VolumeState, VolumeWrite};
+use crate::volumes::{ClaimRef, Volume, VolumeClaim, VolumeHandle, VolumeObjects, VolumeState, VolumeWrite};
 
 /// The node labels a provisioned volume's affinity names when its class has no
 /// `allowedTopologies`, most specific last: the first the node carries is used.
@@ -42,7 +42,7 @@ impl Controller for VolumeController {
                 let Some(node_info) = (world.node)(node) else {
                     return Some(Err(format!("selecting node {node} for claim {}: node not found", claim.key())));
                 };
-                let c = Claim { resource_version: version.clone(), ..(**claim).clone() };
+                let c = VolumeClaim { resource_version: version.clone(), ..(**claim).clone() };
                 let v = provisioned(world.objects.volumes(), &c, &node_info.labels);
                 (c, v)
             }
@@ -70,7 +70,7 @@ impl Controller for VolumeController {
 }
 
 /// Stores the volume and its claim as bound to each other, as the PV controller does.
-fn bind(st: &mut VolumeState, claim: &Claim, mut volume: Volume, version: &str) {
+fn bind(st: &mut VolumeState, claim: &VolumeClaim, mut volume: Volume, version: &str) {
     volume.phase = "Bound".into();
     volume.resource_version = version.to_string();
     let mut c = claim.clone();
@@ -84,7 +84,7 @@ fn bind(st: &mut VolumeState, claim: &Claim, mut volume: Volume, version: &str) 
 
 /// The volume a provisioner creates for a claim on a node with `labels`: the claim's
 /// size and modes, reachable from the node's zone (or the keys `allowedTopologies` names).
-fn provisioned(st: &VolumeState, claim: &Claim, labels: &Labels) -> Volume {
+fn provisioned(st: &VolumeState, claim: &VolumeClaim, labels: &Labels) -> Volume {
     let class = st.class(&claim.class).cloned();
     let keys: Vec<String> = match class.as_ref().map(|c| &c.allowed_topologies) {
         Some(terms) if !terms.is_empty() => terms[0].iter().map(|(k, _)| k.clone()).collect(),

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::controller::VolumeController;
 use crate::objects::ClusterObjects;
 use crate::owners::{Controller, ObjectError, Owner, read};
-use crate::volumes::{Capacity, Claim, CsiDriver, CsiNode, StorageClass, Volume, VolumeObjects};
+use crate::volumes::{Capacity, CsiDriver, CsiNode, StorageClass, Volume, VolumeClaim, VolumeObjects};
 
 /// The owner of the storage objects (see [`Owner`]).
 #[derive(Debug, Default)]
@@ -22,7 +22,7 @@ impl Owner for Volumes {
     fn load(&self, objects: &mut ClusterObjects, kind: &str, object: &Value) -> Option<Result<(), ObjectError>> {
         let st = objects.volumes_mut();
         let stored = match kind {
-            "PersistentVolumeClaim" => read::<core::PersistentVolumeClaim, _>(object, Claim::from_api).map(|c| {
+            "PersistentVolumeClaim" => read::<core::PersistentVolumeClaim, _>(object, VolumeClaim::from_api).map(|c| {
                 st.upsert_claim(c);
             }),
             "PersistentVolume" => read::<core::PersistentVolume, _>(object, Volume::from_api).map(|v| {

@@ -9,13 +9,13 @@ use super::*;
 use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
 use crate::volumes::builders::{GI, bound_claim, capacity, claim, claimed, class, on, sized_claim, volume};
-use crate::volumes::{Claim, CsiDriver, StorageClass, Volume};
+use crate::volumes::{CsiDriver, StorageClass, Volume, VolumeClaim};
 
 const HOST: &str = "kubernetes.io/hostname";
 
 #[derive(Default)]
 struct World {
-    claims: Vec<Claim>,
+    claims: Vec<VolumeClaim>,
     volumes: Vec<Volume>,
     classes: Vec<StorageClass>,
     capacity_driver: bool,
@@ -137,7 +137,7 @@ fn plugin_table() {
             "pre-bound claim without bind-completed waits like an immediate one",
             pod(&["pvc-a"]),
             World {
-                claims: vec![Claim { volume_name: "pv-a".into(), ..claim("pvc-a", "wait-sc") }],
+                claims: vec![VolumeClaim { volume_name: "pv-a".into(), ..claim("pvc-a", "wait-sc") }],
                 volumes: vec![volume("pv-a", "wait-sc", GI)],
                 ..Default::default()
             },
@@ -169,7 +169,7 @@ fn plugin_table() {
             "lost claim",
             pod(&["pvc-a"]),
             World {
-                claims: vec![Claim { phase: "Lost".into(), ..bound_claim("pvc-a", "wait-sc", "pv-a") }],
+                claims: vec![VolumeClaim { phase: "Lost".into(), ..bound_claim("pvc-a", "wait-sc", "pv-a") }],
                 ..Default::default()
             },
             vec![no(&["persistentvolumeclaim \"pvc-a\" bound to non-existent persistentvolume \"pv-a\""])],
@@ -177,7 +177,7 @@ fn plugin_table() {
         (
             "claim being deleted",
             pod(&["pvc-a"]),
-            World { claims: vec![Claim { deleting: true, ..claim("pvc-a", "wait-sc") }], ..Default::default() },
+            World { claims: vec![VolumeClaim { deleting: true, ..claim("pvc-a", "wait-sc") }], ..Default::default() },
             vec![no(&["persistentvolumeclaim \"pvc-a\" is being deleted"])],
         ),
     ];
@@ -209,7 +209,7 @@ fn static_volumes_smallest_fit_on_the_node() {
     assert_eq!(verdict.reasons(), vec![ERR_BIND_CONFLICT]);
     // Volumes of other classes, modes, selectors, phases and pre-bound to other claims are not candidates.
     let mut w = w();
-    w.claims = vec![Claim { access_modes: vec!["ReadWriteMany".into()], ..sized_claim("small", "wait-sc", GI) }];
+    w.claims = vec![VolumeClaim { access_modes: vec!["ReadWriteMany".into()], ..sized_claim("small", "wait-sc", GI) }];
     let p = PodBuilder::new("p").claim("v", "small").build();
     check("access modes", &run(p.clone(), &nodes(&["node-a"]), w), &[no(&[ERR_BIND_CONFLICT])]);
     let other = claim("other", "wait-sc");
@@ -246,13 +246,13 @@ fn volume_pre_bound_to_the_claim_is_the_only_choice() {
 #[test]
 fn provisioning_table() {
     let p = || PodBuilder::new("p").claim("v", "c").build();
-    let cases: Vec<(&str, Claim, bool, Vec<crate::volumes::Capacity>, Vec<(Code, Vec<&str>)>)> = vec![
+    let cases: Vec<(&str, VolumeClaim, bool, Vec<crate::volumes::Capacity>, Vec<(Code, Vec<&str>)>)> = vec![
         ("provisioner without capacity tracking", sized_claim("c", "provisioned", GI), false, vec![], vec![ok(), ok()]),
         ("no provisioner", claim("c", "no-provisioner"), false, vec![], vec![no(&[ERR_BIND_CONFLICT]); 2]),
         ("allowed topologies", claim("c", "wait-topo"), false, vec![], vec![ok(), no(&[ERR_BIND_CONFLICT])]),
         (
             "selected node elsewhere",
-            Claim { selected_node: Some("node-b".into()), ..claim("c", "provisioned") },
+            VolumeClaim { selected_node: Some("node-b".into()), ..claim("c", "provisioned") },
             false,
             vec![],
             vec![no(&[ERR_BIND_CONFLICT]), ok()],
@@ -317,7 +317,7 @@ fn provisioning_table() {
 #[test]
 fn a_selected_claim_whose_class_lost_its_provisioner_cannot_bind() {
     let w = World {
-        claims: vec![Claim { selected_node: Some("node-a".into()), ..claim("c", "wait-sc") }],
+        claims: vec![VolumeClaim { selected_node: Some("node-a".into()), ..claim("c", "wait-sc") }],
         classes: vec![class("wait-sc", "csi.example.com", true)],
         ..Default::default()
     };
@@ -333,8 +333,9 @@ fn a_selected_claim_whose_class_lost_its_provisioner_cannot_bind() {
 #[test]
 fn ephemeral_claims_must_belong_to_the_pod() {
     let p = PodBuilder::new("pod-a").ephemeral("scratch").build();
-    let owned = Claim { controller_uid: Some("uid-pod-a".into()), ..bound_claim("pod-a-scratch", "wait-sc", "pv") };
-    let w = |c: Option<Claim>| World {
+    let owned =
+        VolumeClaim { controller_uid: Some("uid-pod-a".into()), ..bound_claim("pod-a-scratch", "wait-sc", "pv") };
+    let w = |c: Option<VolumeClaim>| World {
         claims: c.into_iter().collect(),
         volumes: vec![volume("pv", "wait-sc", GI)],
         ..Default::default()
@@ -347,7 +348,7 @@ fn ephemeral_claims_must_belong_to_the_pod() {
     );
     check(
         "not owned",
-        &run(p, &nodes(&["n"]), w(Some(Claim { controller_uid: None, ..owned }))),
+        &run(p, &nodes(&["n"]), w(Some(VolumeClaim { controller_uid: None, ..owned }))),
         &[no(&["PVC default/pod-a-scratch was not created for pod default/pod-a (pod is not owner)"])],
     );
 }
@@ -387,9 +388,9 @@ fn assumed_bindings_are_seen_by_the_next_pod_and_reverted() {
 #[test]
 fn an_api_update_replaces_the_assumption() {
     let mut st = state(World { claims: vec![claim("c", "provisioned")], ..Default::default() });
-    st.assume_claim(Claim { selected_node: Some("n".into()), ..claim("c", "provisioned") });
+    st.assume_claim(VolumeClaim { selected_node: Some("n".into()), ..claim("c", "provisioned") });
     assert!(st.is_assumed_claim("default/c"));
-    st.upsert_claim(Claim { resource_version: "2".into(), ..bound_claim("c", "provisioned", "pv") });
+    st.upsert_claim(VolumeClaim { resource_version: "2".into(), ..bound_claim("c", "provisioned", "pv") });
     assert!(!st.is_assumed_claim("default/c"));
     assert!(st.claim("default/c").unwrap().fully_bound());
 }
@@ -492,7 +493,7 @@ fn provisioning_scores_by_the_capacity_it_would_draw_from() {
             .map(|(n, s)| capacity(&format!("cap-{n}"), "provisioned", Some(("nodeKey", n)), Some(s * GI), None))
             .collect::<Vec<_>>()
     };
-    let w = |claims: Vec<Claim>, sizes: [i64; 3], volumes: Vec<Volume>| World {
+    let w = |claims: Vec<VolumeClaim>, sizes: [i64; 3], volumes: Vec<Volume>| World {
         claims,
         volumes,
         capacity_driver: true,

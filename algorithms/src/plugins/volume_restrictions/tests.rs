@@ -9,7 +9,7 @@ use super::*;
 use crate::builders::{NodeBuilder, PodBuilder, filter_all, snapshot};
 use crate::status::Code;
 use crate::volumes::builders::claim;
-use crate::volumes::{Claim, VolumeState};
+use crate::volumes::{VolumeClaim, VolumeState};
 
 fn gce(name: &str, read_only: bool) -> core::Volume {
     core::Volume {
@@ -62,7 +62,7 @@ fn iscsi(iqn: &str, read_only: bool) -> core::Volume {
     }
 }
 
-fn run(pod: core::Pod, existing: Vec<core::Pod>, claims: Vec<Claim>) -> (Code, Status) {
+fn run(pod: core::Pod, existing: Vec<core::Pod>, claims: Vec<VolumeClaim>) -> (Code, Status) {
     let node = NodeBuilder::new("node-1").build();
     let placed: Vec<core::Pod> = existing
         .into_iter()
@@ -119,8 +119,8 @@ fn disk_conflicts() {
 
 #[test]
 fn read_write_once_pod_claims() {
-    let rwop = |n: &str| Claim { access_modes: vec!["ReadWriteOncePod".into()], ..claim(n, "") };
-    let rwx = Claim { access_modes: vec!["ReadWriteMany".into()], ..claim("claim-with-rwx", "") };
+    let rwop = |n: &str| VolumeClaim { access_modes: vec!["ReadWriteOncePod".into()], ..claim(n, "") };
+    let rwx = VolumeClaim { access_modes: vec!["ReadWriteMany".into()], ..claim("claim-with-rwx", "") };
     let one = |name: &str| PodBuilder::new(name).claim("v", "claim-with-rwop-1").build();
     let two =
         |name: &str| PodBuilder::new(name).claim("v", "claim-with-rwop-1").claim("w", "claim-with-rwop-2").build();
