@@ -1,4 +1,6 @@
 //! Builders for pods, nodes and snapshots, for tests and synthetic workloads.
+//!
+//! One file though long: one fluent builder per API object, each a list of short setters.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,4 +1,7 @@
 //! `PodInfo`: everything the plugins need from a pod, parsed once when it enters.
+//!
+//! One file though long: the parse reads the pod's spec once, field by field, into the
+//! parts each plugin uses.
 
 use std::sync::Arc;
 

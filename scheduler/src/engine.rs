@@ -7,6 +7,9 @@
 //! behind the one state mutex and the informer task is its single writer of watch events.
 //! The [`Cycler`] (the snapshot, the tie-break generator, the reuse caches) belongs to
 //! the scheduling thread alone, so the long part of a cycle holds no lock.
+//!
+//! One file though long: the three steps and the engine's operations they call (assume,
+//! reserve, forget, the events that follow) keep the cache and the queue in step.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

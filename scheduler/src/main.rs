@@ -1,4 +1,7 @@
 //! The `custom-scheduler` command line.
+//!
+//! One file though long: the command-line definitions and, for each command, the short
+//! glue from its flags to the library (the work itself is in the library's modules).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

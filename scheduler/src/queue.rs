@@ -6,6 +6,9 @@
 //!
 //! Time is passed in by the caller, so the queue is deterministic under test and in
 //! simulations that run on a virtual clock.
+//!
+//! One file though long: a pod is in exactly one of the active, backoff and
+//! unschedulable sets (or in flight), and every move between them is made here.
 
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -5,6 +5,10 @@
 //! node's devices (pools by driver and name, slices by name, devices as published),
 //! trying each set of devices once and backing up across requests and claims when a
 //! later one cannot be met. The first complete solution wins, as in kube-scheduler.
+//!
+//! One file though long: every step of the search (picking, counting a device's counters
+//! and capacity, checking constraints, backing up) reads and undoes the same `Search`
+//! state, and split apart each would take that state whole.
 
 use std::sync::Arc;
 

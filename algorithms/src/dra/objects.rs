@@ -1,5 +1,8 @@
 //! The DRA objects the scheduler reads (`resource.k8s.io/v1`), parsed once when they
 //! arrive: ResourceSlices with their devices, DeviceClasses and ResourceClaims.
+//!
+//! One file though long: the three kinds share their parsed parts (attributes, capacity
+//! amounts, selectors, node scopes), each read by the parsers of more than one kind.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};

@@ -1,4 +1,8 @@
 //! One scheduling attempt: PreFilter, Filter, PreScore, Score, NormalizeScore, select.
+//!
+//! One file though long: the steps build one `Evaluation` in turn, each reading what the
+//! steps before it recorded (PreFilter's states and rejection, the feasible nodes, the
+//! raw scores).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
