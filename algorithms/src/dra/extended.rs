@@ -193,6 +193,13 @@ pub fn claim_name(pod: &str) -> String {
     base
 }
 
+/// Whether a claim is the extended resource claim of the pod with this name and UID.
+pub fn is_special_for(claim: &api::ResourceClaim, pod: &str, uid: &str) -> bool {
+    let meta = &claim.metadata;
+    meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION)).is_some_and(|v| v == "true")
+        && meta.owner_references.iter().flatten().any(|o| o.name == pod && o.uid == uid && o.controller == Some(true))
+}
+
 /// A node's devices of a class, as scoring counts them: how many the node reaches in
 /// complete, valid pools, and how many of those claims hold (whole or shared).
 pub fn class_devices(

@@ -598,6 +598,12 @@ impl DraState {
         self.generation += 1;
         self.templates.insert(key.into(), Arc::new(t))
     }
+
+    /// Removes a ResourceClaimTemplate.
+    pub fn remove_template(&mut self, key: &str) -> Option<Arc<api::ResourceClaimTemplate>> {
+        self.generation += 1;
+        self.templates.remove(key)
+    }
 }
 
 /// The UID of the pod a claim is the extended resource claim of.

@@ -123,6 +123,12 @@ impl Evaluation {
         }
         self.fit_summary().map(|s| s.message())
     }
+
+    /// The total score of a node, if it was scored.
+    pub fn total_of(&self, node: usize) -> Option<i64> {
+        let k = self.feasible.iter().position(|&n| n == node)?;
+        self.totals.get(k).copied()
+    }
 }
 
 /// How many feasible nodes to look for, as kube-scheduler's `numFeasibleNodesToFind`.

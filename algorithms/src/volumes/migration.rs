@@ -32,6 +32,11 @@ pub fn csi_driver_of(plugin: &str) -> Option<&'static str> {
     MIGRATED.iter().find(|(p, _)| *p == plugin).map(|(_, d)| *d)
 }
 
+/// The in-tree plugin a CSI driver replaced.
+pub fn plugin_of(driver: &str) -> Option<&'static str> {
+    MIGRATED.iter().find(|(_, d)| *d == driver).map(|(p, _)| *p)
+}
+
 /// An EBS volume ID without its `aws://<zone>/` prefix.
 fn ebs_id(id: &str) -> String {
     id.rsplit('/').next().unwrap_or(id).to_string()
