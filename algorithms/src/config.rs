@@ -369,6 +369,10 @@ fn build_profile(
     apply(&mut filters, &p.plugins.multi_point, registry::has_filter);
     apply(&mut scores, &p.plugins.multi_point, registry::has_score);
     apply(&mut filters, &p.plugins.filter, registry::has_filter);
+    // PreFilter and Filter are one role here: a plugin enabled at preFilter alone (as
+    // scheduler-plugins' configurations enable CapacityScheduling) runs.
+    let pre_filter = PluginSet { enabled: point("preFilter").enabled.clone(), ..Default::default() };
+    apply(&mut filters, &pre_filter, registry::has_filter);
     apply(&mut scores, &p.plugins.score, registry::has_score);
     for (n, w) in &scores {
         if !(1..=100).contains(w) {
@@ -516,6 +520,19 @@ mod tests {
         assert!(p.filters.iter().all(|f| f.name() != "NodePorts"));
         assert!(p.scores.iter().all(|s| s.plugin.name() != "ImageLocality"));
         assert!(p.scores.iter().any(|s| s.plugin.name() == "NodeResourcesFit" && s.weight == 5));
+    }
+
+    #[test]
+    fn a_plugin_enabled_at_pre_filter_alone_runs_as_scheduler_plugins_configures_quotas() {
+        let filters = |p: &Profile| p.filters.iter().map(|f| f.name()).collect::<Vec<_>>();
+        assert!(!filters(&default_profile("s")).contains(&"CapacityScheduling"), "not in the default profile");
+        let c = cfg(serde_json::json!({"profiles": [{"plugins": {
+            "preFilter": {"enabled": [{"name": "CapacityScheduling"}]},
+            "reserve": {"enabled": [{"name": "CapacityScheduling"}]}
+        }}]}));
+        let p = c.build_profiles().unwrap().remove(0);
+        assert_eq!(filters(&p).last(), Some(&"CapacityScheduling"), "after the default PreFilters");
+        assert_eq!(filters(&p).len(), filters(&default_profile("s")).len() + 1);
     }
 
     #[test]

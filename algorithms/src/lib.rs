@@ -25,6 +25,7 @@ pub mod plugins;
 pub mod pod_info;
 pub mod preemption;
 pub mod quantity;
+pub mod quotas;
 pub mod requests;
 pub mod resource;
 pub mod snapshot;

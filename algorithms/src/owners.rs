@@ -57,6 +57,28 @@ pub trait Owner: Send + Sync {
         Vec::new()
     }
 
+    /// A pod was placed on a node (bound, or assumed by this scheduler): an owner that
+    /// keeps what placed pods take charges it. Returns whether `objects` changed.
+    fn pod_placed(&self, _objects: &mut ClusterObjects, _pod: &PodInfo) -> bool {
+        false
+    }
+
+    /// A placed pod left its node (deleted, finished, its assumption forgotten, or
+    /// replaced by a newer version of itself): the owner takes back what
+    /// [`Owner::pod_placed`] charged. Returns whether `objects` changed.
+    fn pod_unplaced(&self, _objects: &mut ClusterObjects, _pod: &PodInfo) -> bool {
+        false
+    }
+
+    /// Whether objects arrived that need [`Owner::recount`] (a quota created after the
+    /// pods of its namespace were placed).
+    fn needs_recount(&self, _objects: &ClusterObjects) -> bool {
+        false
+    }
+
+    /// Counts afresh, from every placed pod, what [`Owner::needs_recount`] asked for.
+    fn recount(&self, _objects: &mut ClusterObjects, _placed: &mut dyn Iterator<Item = &PodInfo>) {}
+
     /// The report columns (beyond the nodes' own resources) of which some of `nodes`
     /// have any, by name.
     fn usage_columns(&self, _objects: &ClusterObjects, _nodes: &[Arc<NodeInfo>]) -> Vec<String> {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use algorithms::labels::Labels;
 use algorithms::objects::ClusterObjects;
+use algorithms::plugins::registry::OWNERS;
 use algorithms::preemption::Budget;
 use algorithms::snapshot::WorkloadSelectors;
 use algorithms::{NodeInfo, PodInfo, Snapshot};
@@ -170,6 +171,7 @@ impl Cache {
         let orphans: Vec<Arc<PodInfo>> = removed.pods.clone();
         for pod in &orphans {
             self.unindex_member(pod);
+            self.charge(pod, false);
         }
         if !orphans.is_empty() {
             self.orphans.insert(name.to_string(), orphans);
@@ -209,9 +211,23 @@ impl Cache {
             let members = self.groups.entry((crate::gang::api_of(&pod), group)).or_default();
             members.insert(pod.key(), node.to_string());
         }
+        self.charge(&pod, true);
         Arc::make_mut(&mut self.nodes[i]).add_pod(pod);
         self.dirty.insert(i);
         Ok(())
+    }
+
+    /// Tells the owners of cluster objects that keep what placed pods take (quotas) that
+    /// `pod` was placed, or left its node.
+    fn charge(&mut self, pod: &PodInfo, placed: bool) {
+        for owner in OWNERS {
+            let changed = if placed {
+                owner.pod_placed(&mut self.objects, pod)
+            } else {
+                owner.pod_unplaced(&mut self.objects, pod)
+            };
+            self.objects_changed |= changed;
+        }
     }
 
     fn unplace(&mut self, key: &str, node: &str) -> Option<Arc<PodInfo>> {
@@ -221,6 +237,7 @@ impl Cache {
         self.dirty.insert(i);
         if let Some(pod) = &removed {
             self.unindex_member(pod);
+            self.charge(pod, false);
         }
         removed
     }
@@ -394,6 +411,12 @@ impl Cache {
             snap.budgets = self.budgets.clone();
         }
         if self.objects_changed {
+            for owner in OWNERS {
+                if owner.needs_recount(&self.objects) {
+                    let mut placed = self.nodes.iter().flat_map(|n| n.pods.iter().map(|p| &**p));
+                    owner.recount(&mut self.objects, &mut placed);
+                }
+            }
             snap.objects = Arc::new(self.objects.clone());
             self.objects_changed = false;
         }
@@ -475,6 +498,41 @@ mod tests {
         c.update_snapshot(&mut snap);
         assert_eq!(snap.nodes[0].requested.milli_cpu, 0);
         assert!(c.assume(&pod, "missing").is_err());
+    }
+
+    #[test]
+    fn each_placed_pod_is_charged_to_its_namespace_once_until_it_leaves() {
+        use algorithms::quotas::{Quota, QuotaObjects};
+        let mut c = Cache::new();
+        c.upsert_node(node("a"));
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        let used = |c: &Cache| c.objects().quotas().used("team").milli_cpu;
+        let pod = |name: &str| PodBuilder::new(name).namespace("team").req("1", "1Gi");
+        c.add_pod(pod("early").node_name("a").info()).unwrap();
+        let quota =
+            Quota { name: "q".into(), namespace: "team".into(), min: Default::default(), max: Default::default() };
+        c.objects_mut().quotas_mut().upsert(quota).unwrap();
+        c.update_snapshot(&mut snap);
+        assert_eq!(used(&c), 1000, "a quota that comes after its pods counts them");
+        c.remove_pod("team/early");
+        assert_eq!(used(&c), 0);
+        c.assume(&pod("p").info(), "a").unwrap();
+        assert_eq!(used(&c), 1000, "assumed (Reserve)");
+        c.update_snapshot(&mut snap);
+        assert_eq!(snap.objects.quotas().used("team").milli_cpu, 1000, "the next cycle sees it");
+        c.add_pod(pod("p").node_name("a").info()).unwrap();
+        assert_eq!(used(&c), 1000, "the watch confirming it charges nothing more");
+        c.add_pod(pod("q").node_name("a").info()).unwrap();
+        c.assume(&pod("r").info(), "a").unwrap();
+        c.forget("team/r");
+        assert_eq!(used(&c), 2000, "a forgotten assumption is taken back (Unreserve)");
+        c.remove_node("a");
+        assert_eq!(used(&c), 0, "pods of a node gone wait off the books");
+        c.upsert_node(node("a"));
+        assert_eq!(used(&c), 2000, "and count again once it is back");
+        c.remove_pod("team/p");
+        assert_eq!(used(&c), 1000);
     }
 
     #[test]

@@ -325,15 +325,19 @@ impl ParsedCluster {
     pub fn snapshot(&self) -> Snapshot {
         let mut nodes = self.nodes.clone();
         let index: HashMap<&str, usize> = self.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let mut owned = self.owned.clone();
         for p in &self.bound {
             if let Some(&i) = p.node_name.as_deref().and_then(|n| index.get(n)) {
+                for owner in OWNERS {
+                    owner.pod_placed(&mut owned, p);
+                }
                 nodes[i].add_pod(Arc::new(p.clone()));
             }
         }
         let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect(), self.namespaces.clone());
         snap.workloads = Arc::new(self.workloads.clone());
         snap.budgets = Arc::new(self.budgets.clone());
-        snap.objects = Arc::new(self.owned.clone());
+        snap.objects = Arc::new(owned);
         snap
     }
 }

@@ -1,7 +1,8 @@
 //! kube-scheduler's in-tree plugins, one file each, the default profile, and plugins of
-//! our own that a profile enables by name (DevicePacking).
+//! our own and others' that a profile enables by name (DevicePacking, CapacityScheduling).
 
 pub mod balanced_allocation;
+pub mod capacity_scheduling;
 pub mod device_packing;
 pub mod dynamic_resources;
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::ArgsError;
 use super::balanced_allocation::{self, BalancedAllocation};
+use super::capacity_scheduling;
 use super::device_packing::{self, DevicePacking};
 use super::dynamic_resources;
 use super::image_locality::{self, ImageLocality};
@@ -29,7 +30,7 @@ use crate::preemption::{self, DefaultPreemption, PreemptionArgs};
 
 /// The owners of cluster objects beyond nodes and pods, one line each: what the plugins
 /// that read them need from dumps, from `simulate`'s controllers and in reports.
-pub const OWNERS: &[&dyn Owner] = &[&volume_binding::Volumes, &dynamic_resources::Dra];
+pub const OWNERS: &[&dyn Owner] = &[&volume_binding::Volumes, &dynamic_resources::Dra, &capacity_scheduling::Quotas];
 
 /// Every plugin, one line each, in kube-scheduler's default profile order: each plugin
 /// of that profile runs at every extension point its built roles implement, in this
@@ -60,6 +61,7 @@ pub const PLUGINS: &[Plugin] = &[
         Ok(Built::filter(NodeDeclaredFeatures { enabled: g.node_declared_features }))
     }),
     Plugin::optional(device_packing::NAME, |n, a, _| Ok(Built::score(DevicePacking::new(&parse(n, a)?)?))),
+    Plugin::optional(capacity_scheduling::NAME, capacity_scheduling::build).reads_objects(),
 ];
 
 /// Builds a plugin from its name, its args (JSON, `None` for the defaults) and the gates.
@@ -284,12 +286,25 @@ mod tests {
         assert_eq!(names.len(), PLUGINS.len());
         assert_eq!(
             &names[14..],
-            ["NodeResourcesBalancedAllocation", "ImageLocality", "DevicePacking", "DefaultPreemption"]
+            [
+                "CapacityScheduling",
+                "NodeResourcesBalancedAllocation",
+                "ImageLocality",
+                "DevicePacking",
+                "DefaultPreemption"
+            ]
         );
         let readers: Vec<&str> = PLUGINS.iter().filter(|p| reads_objects(p.name)).map(|p| p.name).collect();
         assert_eq!(
             readers,
-            ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "DynamicResources"]
+            [
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
+                "DynamicResources",
+                "CapacityScheduling"
+            ]
         );
     }
 }

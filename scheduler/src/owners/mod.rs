@@ -3,6 +3,7 @@
 //! `run`'s object watcher and its binding cycle's writer go through these and name none.
 
 pub mod dra;
+pub mod quotas;
 pub mod volumes;
 
 use futures::future::BoxFuture;
@@ -20,7 +21,7 @@ use crate::watch::relist::key_of;
 use crate::watch::watches::{Watched, watch};
 
 /// The API side of every owner, one line each.
-pub const API_OWNERS: &[&dyn ApiOwner] = &[&volumes::Volumes, &dra::Dra];
+pub const API_OWNERS: &[&dyn ApiOwner] = &[&volumes::Volumes, &dra::Dra, &quotas::Quotas];
 
 /// What `run` does for one owner of cluster objects through the API server.
 pub trait ApiOwner: Send + Sync {

@@ -25,7 +25,7 @@ impl PostFilterPlugin for DynamicResources {
 
     fn post_filter(
         &self,
-        _: &Profile,
+        profile: &Profile,
         pod: &PodInfo,
         snapshot: &mut Snapshot,
         ev: &Evaluation,
@@ -35,8 +35,9 @@ impl PostFilterPlugin for DynamicResources {
             Some(s) if s.plugin == NAME => {
                 return PostFilterResult::Unschedulable { message: NO_CLAIMS.into(), clear: false };
             }
-            Some(_) => return PostFilterResult::Stopped(STATE_MISSING.into()),
-            None => {}
+            // A PreFilter before this plugin's rejected the pod: this one never ran.
+            Some(s) if ran_before(profile, s.plugin) => return PostFilterResult::Stopped(STATE_MISSING.into()),
+            _ => {}
         }
         let extended = Extended::find(pod, snapshot.objects.dra(), self.features);
         if let Some(stale) = extended.as_ref().and_then(|x| x.stale.as_ref()) {
@@ -60,6 +61,15 @@ impl PostFilterPlugin for DynamicResources {
             }
             None => PostFilterResult::Unschedulable { message: STILL_NOT_SCHEDULABLE.into(), clear: false },
         }
+    }
+}
+
+/// Whether the filter `plugin` runs before DynamicResources in `profile`.
+fn ran_before(profile: &Profile, plugin: &str) -> bool {
+    let at = |name: &str| profile.filters.iter().position(|f| f.name() == name);
+    match (at(plugin), at(NAME)) {
+        (Some(p), Some(us)) => p < us,
+        _ => true,
     }
 }
 

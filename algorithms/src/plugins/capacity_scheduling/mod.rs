@@ -1,0 +1,159 @@
+//! CapacityScheduling: scheduler-plugins' quota plugin over ElasticQuotas
+//! (`crate::quotas`), one per namespace.
+//!
+//! PreFilter refuses a pod of a namespace with a quota when its quota's use, the pod's
+//! request and the requests of pods nominated in that namespace at the pod's priority or
+//! above would exceed the quota's `max`; or when every quota's use together, with the pod
+//! and the nominated pods of quotas still within their `min`, would exceed every
+//! quota's `min` together (a namespace borrows only what others leave idle). A pod of a
+//! namespace without a quota is not its concern. What a namespace uses is kept by the
+//! cache as it places and removes pods (`owner.rs`): Reserve and Unreserve are the
+//! cache's assume and forget. A rejected pod is tried again when a placed pod goes away
+//! or a quota changes.
+
+mod owner;
+#[cfg(test)]
+mod tests;
+
+pub use owner::Quotas;
+
+use super::roles::Built;
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::quotas::kinds::ELASTIC_QUOTA;
+use crate::quotas::{QuotaObjects, QuotaState};
+use crate::resource::Resource;
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+
+/// Plugin name.
+pub const NAME: &str = "CapacityScheduling";
+
+/// Builds the plugin (it takes no args).
+pub fn build(
+    _: &str,
+    _: Option<&serde_json::Value>,
+    _: crate::features::FeatureGates,
+) -> Result<Built, super::ArgsError> {
+    Ok(Built::filter(CapacityScheduling))
+}
+
+/// The plugin.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CapacityScheduling;
+
+/// What a pod asks of quotas: its own request, with the pods nominated ahead of it
+/// that its quota and the aggregate must leave room for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    /// The pod's request.
+    pub pod: Resource,
+    /// With the nominated pods of its namespace at its priority or above.
+    pub in_quota: Resource,
+    /// With those and the nominated pods of other quotas within their `min`.
+    pub in_all: Resource,
+}
+
+/// What `pod` asks of the quotas in `state`, with the pods nominated in `snapshot`.
+pub fn asked(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Asked {
+    let request = &pod.requests.requests;
+    let (mut in_quota, mut in_all) = (request.clone(), request.clone());
+    for p in snapshot.nominated.values().flatten() {
+        if p.namespace == pod.namespace && p.name == pod.name {
+            continue;
+        }
+        let Some(quota) = state.quota(&p.namespace) else { continue };
+        if p.namespace == pod.namespace {
+            if p.priority >= pod.priority {
+                in_quota.add(&p.requests.requests);
+                in_all.add(&p.requests.requests);
+            }
+        } else if !quota.over_min(state.used(&p.namespace)) {
+            in_all.add(&p.requests.requests);
+        }
+    }
+    Asked { pod: request.clone(), in_quota, in_all }
+}
+
+/// Why quotas refuse `pod`, if they do.
+pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Status> {
+    let quota = state.quota(&pod.namespace)?;
+    let asked = asked(state, pod, snapshot);
+    let used = state.used(&pod.namespace);
+    let (ns, name) = (&pod.namespace, &pod.name);
+    if quota.over_max_with(used, &asked.in_quota) {
+        let message = format!("Pod {ns}/{name} is rejected in PreFilter because ElasticQuota {ns} is more than Max");
+        return Some(Status::unschedulable(message).with_detail_fn(|| detail(state, quota, &asked)));
+    }
+    if state.aggregated_over_min_with(&asked.in_all) {
+        let message =
+            format!("Pod {ns}/{name} is rejected in PreFilter because total ElasticQuota used is more than min");
+        return Some(Status::unschedulable(message).with_detail_fn(|| detail(state, quota, &asked)));
+    }
+    None
+}
+
+/// The quota's figures, for `explain`.
+fn detail(state: &QuotaState, quota: &crate::quotas::Quota, asked: &Asked) -> String {
+    let used = state.used(&quota.namespace);
+    format!(
+        "ElasticQuota {}: used {}; min {}; max {}; the pod requests {}",
+        quota.key(),
+        amounts(used, false),
+        amounts(&quota.min, true),
+        limits(&quota.max),
+        amounts(&asked.pod, false)
+    )
+}
+
+/// `cpu=2, memory=1Gi, nvidia.com/gpu=4`: unlimited amounts left out, and zeros unless
+/// `zeros` (a quota's `min`, where 0 guarantees nothing).
+pub fn amounts(r: &Resource, zeros: bool) -> String {
+    use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, format_amount};
+    let fixed = [(CPU, r.milli_cpu), (MEMORY, r.memory), (EPHEMERAL_STORAGE, r.ephemeral_storage)];
+    let named = r.scalar.iter().map(|(n, v)| (n.as_str(), *v));
+    let parts: Vec<String> = fixed
+        .into_iter()
+        .chain(named)
+        .filter(|&(_, v)| v != i64::MAX && (zeros || v != 0))
+        .map(|(n, v)| format!("{n}={}", format_amount(n, v)))
+        .collect();
+    if parts.is_empty() { "none".into() } else { parts.join(", ") }
+}
+
+/// A quota's `max` for people: its amounts, or `unlimited`.
+pub fn limits(max: &Resource) -> String {
+    match amounts(max, true) {
+        none if none == "none" => "unlimited".into(),
+        some => some,
+    }
+}
+
+impl FilterPlugin for CapacityScheduling {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
+        match refusal(snapshot.objects.quotas(), pod, snapshot) {
+            Some(status) => PreFilterOutcome::reject(status),
+            // Quotas judge the pod, not a node: there is nothing to filter.
+            None => PreFilterOutcome::skip(),
+        }
+    }
+
+    fn filter(&self, _: &PluginState, _: &PodInfo, _: &NodeInfo) -> Status {
+        Status::success()
+    }
+
+    fn queueing_hint(&self, _pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        QueueingHint::from_bool(match event {
+            // A pod that leaves frees its quota's use and the aggregate's.
+            ClusterEvent::PodDeleted(_) => true,
+            ClusterEvent::Object(e) => e.kind == ELASTIC_QUOTA,
+            _ => false,
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! The quotas as an [`Owner`] of cluster objects: ElasticQuotas read from dumps, each
+//! namespace's use charged as pods are placed and discharged as they leave, and each
+//! quota's use shown in `simulate`'s report.
+
+use serde_json::{Value, json};
+
+use super::{amounts, limits};
+use crate::framework::ApiWrite;
+use crate::objects::ClusterObjects;
+use crate::owners::{Controller, ObjectError, Owner, Reported, World, read};
+use crate::pod_info::PodInfo;
+use crate::quotas::{ElasticQuota, Quota, QuotaObjects};
+
+/// The owner of the quotas (see [`Owner`]).
+#[derive(Debug, Default)]
+pub struct Quotas;
+
+impl Owner for Quotas {
+    fn name(&self) -> &'static str {
+        "quotas"
+    }
+
+    fn load(&self, objects: &mut ClusterObjects, kind: &str, object: &Value) -> Option<Result<(), ObjectError>> {
+        if kind != "ElasticQuota" {
+            return None;
+        }
+        // A second quota in a namespace is not read, as scheduler-plugins keeps the first.
+        Some(read::<ElasticQuota, _>(object, Quota::from_api).map(|q| {
+            let _ = objects.quotas_mut().upsert(q);
+        }))
+    }
+
+    fn counts(&self, objects: &ClusterObjects) -> Vec<(&'static str, usize)> {
+        vec![("elastic_quotas", objects.quotas().len())]
+    }
+
+    fn pod_placed(&self, objects: &mut ClusterObjects, pod: &PodInfo) -> bool {
+        // Only a namespace with a quota is counted (a quota that comes later recounts).
+        if objects.quotas().quota(&pod.namespace).is_none() {
+            return false;
+        }
+        objects.quotas_mut().charge(&pod.namespace, &pod.requests.requests);
+        true
+    }
+
+    fn pod_unplaced(&self, objects: &mut ClusterObjects, pod: &PodInfo) -> bool {
+        if objects.quotas().quota(&pod.namespace).is_none() {
+            return false;
+        }
+        objects.quotas_mut().discharge(&pod.namespace, &pod.requests.requests);
+        true
+    }
+
+    fn needs_recount(&self, objects: &ClusterObjects) -> bool {
+        objects.quotas().needs_recount()
+    }
+
+    fn recount(&self, objects: &mut ClusterObjects, placed: &mut dyn Iterator<Item = &PodInfo>) {
+        objects.quotas_mut().recount(placed);
+    }
+
+    fn controller(&self) -> Box<dyn Controller> {
+        Box::new(QuotaReport)
+    }
+}
+
+/// Quotas ask for no writes; in `simulate` they report each quota's use.
+#[derive(Debug, Default)]
+struct QuotaReport;
+
+impl Controller for QuotaReport {
+    fn apply(&self, _write: &ApiWrite, _world: &mut World<'_>) -> Option<Result<u64, String>> {
+        None
+    }
+
+    fn report(&self, objects: &ClusterObjects) -> Reported {
+        let state = objects.quotas();
+        let mut quotas: Vec<&Quota> = state.quotas().collect();
+        if quotas.is_empty() {
+            return Reported::default();
+        }
+        quotas.sort_by_key(|q| q.key());
+        let mut lines = Vec::new();
+        let mut rows = Vec::new();
+        for q in quotas {
+            let used = state.used(&q.namespace);
+            lines.push(format!(
+                "quota {}: used {} (min {}; max {})",
+                q.key(),
+                amounts(used, false),
+                amounts(&q.min, true),
+                limits(&q.max)
+            ));
+            rows.push(json!({
+                "quota": q.key(),
+                "used": amounts(used, false),
+                "min": amounts(&q.min, true),
+                "max": limits(&q.max),
+            }));
+        }
+        Reported { fields: vec![("quotas", Value::Array(rows))], lines }
+    }
+}

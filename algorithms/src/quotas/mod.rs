@@ -1,0 +1,254 @@
+//! Quotas: scheduler-plugins' ElasticQuota (`scheduling.x-k8s.io/v1alpha1`), one per
+//! namespace, with what each namespace's placed pods request.
+//!
+//! A quota's `min` is what its namespace is guaranteed, its `max` the most its pods may
+//! request together. CapacityScheduling (`plugins/capacity_scheduling`) reads them; the
+//! cache charges every pod it places (bound or assumed) in a namespace with a quota here
+//! and discharges it when the pod leaves. A namespace's quota that arrives after its
+//! pods is counted afresh from the placed pods ([`QuotaState::recount`]), so what a
+//! namespace uses is always its placed pods' requests, whenever its quota was created;
+//! namespaces without a quota cost nothing.
+
+pub mod api;
+pub mod kinds;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use imbl::shared_ptr::DefaultSharedPtr;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+
+pub use api::ElasticQuota;
+
+use crate::objects::{ClusterObjects, ObjectPart};
+use crate::quantity::Quantity;
+use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, Resource, is_extended_resource_name};
+
+type HashMap<K, V> = imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, DefaultSharedPtr>;
+
+/// Nothing, for namespaces without placed pods.
+static NOTHING: Resource =
+    Resource { milli_cpu: 0, memory: 0, ephemeral_storage: 0, allowed_pod_number: 0, scalar: Vec::new() };
+
+/// One ElasticQuota as the scheduler reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// The quota's name.
+    pub name: String,
+    /// The namespace it governs (its own).
+    pub namespace: String,
+    /// What the namespace is guaranteed: a resource `spec.min` does not name is 0.
+    pub min: Resource,
+    /// The most the namespace may use: a resource `spec.max` does not name is unlimited.
+    pub max: Resource,
+}
+
+impl Quota {
+    /// Reads an ElasticQuota. Resource names other than CPU, memory, ephemeral storage,
+    /// extended resources, huge pages and attachable volumes are not counted (`pods`
+    /// among them: pods do not request it).
+    pub fn from_api(q: &ElasticQuota) -> Result<Self, String> {
+        let namespace = q.metadata.namespace.clone().unwrap_or_default();
+        let name = q.metadata.name.clone().unwrap_or_default();
+        let empty = BTreeMap::new();
+        let min = amounts(q.spec.min.as_ref().unwrap_or(&empty), 0).map_err(|e| format!("spec.min: {e}"))?;
+        let max = amounts(q.spec.max.as_ref().unwrap_or(&empty), i64::MAX).map_err(|e| format!("spec.max: {e}"))?;
+        Ok(Quota { name, namespace, min, max })
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Whether `used` and `request` together exceed `max` in any resource the request
+    /// names (equal is within).
+    pub fn over_max_with(&self, used: &Resource, request: &Resource) -> bool {
+        exceeds(request, used, &self.max, i64::MAX)
+    }
+
+    /// Whether `used` and `request` together exceed `min` in any resource the request
+    /// names.
+    pub fn over_min_with(&self, used: &Resource, request: &Resource) -> bool {
+        exceeds(request, used, &self.min, 0)
+    }
+
+    /// Whether `used` exceeds `min` in any resource (one `min` does not name counts once
+    /// any of it is used).
+    pub fn over_min(&self, used: &Resource) -> bool {
+        exceeds(used, &NOTHING, &self.min, 0)
+    }
+}
+
+/// Whether `a + b` exceeds `limit` in CPU, memory, ephemeral storage, or any named
+/// resource `a` lists (`bound` standing for those `limit` does not list).
+pub fn exceeds(a: &Resource, b: &Resource, limit: &Resource, bound: i64) -> bool {
+    a.milli_cpu.saturating_add(b.milli_cpu) > limit.milli_cpu
+        || a.memory.saturating_add(b.memory) > limit.memory
+        || a.ephemeral_storage.saturating_add(b.ephemeral_storage) > limit.ephemeral_storage
+        || a.scalar.iter().any(|(name, v)| v.saturating_add(b.get(name)) > limit.scalar_value(name).unwrap_or(bound))
+}
+
+/// Whether a quota counts a resource of this name.
+fn counted(name: &str) -> bool {
+    matches!(name, CPU | MEMORY | EPHEMERAL_STORAGE)
+        || is_extended_resource_name(name)
+        || name.starts_with("hugepages-")
+        || name.starts_with("attachable-volumes-")
+        || name.starts_with("kubernetes.io/")
+}
+
+/// The amounts of a resource list; CPU, memory and ephemeral storage it does not name
+/// are `missing`.
+fn amounts(list: &BTreeMap<String, ApiQuantity>, missing: i64) -> Result<Resource, String> {
+    let mut r = Resource { milli_cpu: missing, memory: missing, ephemeral_storage: missing, ..Default::default() };
+    for (name, q) in list.iter().filter(|(n, _)| counted(n)) {
+        let q = Quantity::parse_non_negative(&q.0).map_err(|e| format!("{name}: {e}"))?;
+        r.set(name, q);
+    }
+    Ok(r)
+}
+
+/// The quotas and what each namespace's placed pods request: a part of the cluster
+/// objects.
+#[derive(Debug, Clone, Default)]
+pub struct QuotaState {
+    /// The quota of each namespace that has one.
+    quotas: HashMap<String, Arc<Quota>>,
+    /// What the placed pods of each namespace with a quota request together.
+    used: HashMap<String, Resource>,
+    /// Namespaces whose quota arrived since their placed pods were last counted.
+    fresh: Vec<String>,
+}
+
+impl ObjectPart for QuotaState {}
+
+impl QuotaState {
+    /// The quota of a namespace, if it has one.
+    pub fn quota(&self, namespace: &str) -> Option<&Quota> {
+        self.quotas.get(namespace).map(|q| &**q)
+    }
+
+    /// Every quota, in no particular order.
+    pub fn quotas(&self) -> impl Iterator<Item = &Quota> {
+        self.quotas.values().map(|q| &**q)
+    }
+
+    /// How many quotas there are.
+    pub fn len(&self) -> usize {
+        self.quotas.len()
+    }
+
+    /// Whether there is no quota.
+    pub fn is_empty(&self) -> bool {
+        self.quotas.is_empty()
+    }
+
+    /// What a namespace's placed pods request together.
+    pub fn used(&self, namespace: &str) -> &Resource {
+        self.used.get(namespace).unwrap_or(&NOTHING)
+    }
+
+    /// Stores a quota; returns whether it replaced one. A namespace keeps the first
+    /// quota it got: another one there is not stored (`Err` names the one kept).
+    pub fn upsert(&mut self, quota: Quota) -> Result<bool, String> {
+        if let Some(kept) = self.quotas.get(&quota.namespace)
+            && kept.name != quota.name
+        {
+            return Err(format!(
+                "namespace {} already has ElasticQuota {}; only one quota per namespace is read",
+                quota.namespace, kept.name
+            ));
+        }
+        let namespace = quota.namespace.clone();
+        let replaced = self.quotas.insert(namespace.clone(), Arc::new(quota)).is_some();
+        if !replaced && !self.fresh.contains(&namespace) {
+            self.fresh.push(namespace);
+        }
+        Ok(replaced)
+    }
+
+    /// Whether a quota arrived whose namespace's placed pods are not counted yet.
+    pub fn needs_recount(&self) -> bool {
+        !self.fresh.is_empty()
+    }
+
+    /// Counts afresh the use of the namespaces whose quota arrived since the last count,
+    /// from every placed pod.
+    pub fn recount<'a>(&mut self, placed: &mut dyn Iterator<Item = &'a crate::pod_info::PodInfo>) {
+        let fresh = std::mem::take(&mut self.fresh);
+        for ns in &fresh {
+            self.used.remove(ns);
+        }
+        for pod in placed.filter(|p| fresh.contains(&p.namespace)) {
+            self.charge(&pod.namespace, &pod.requests.requests);
+        }
+    }
+
+    /// Removes the quota `namespace/name`; returns it if it was stored.
+    pub fn remove(&mut self, key: &str) -> Option<Arc<Quota>> {
+        let (namespace, name) = key.split_once('/')?;
+        if self.quotas.get(namespace)?.name != name {
+            return None;
+        }
+        self.used.remove(namespace);
+        self.fresh.retain(|ns| ns != namespace);
+        self.quotas.remove(namespace)
+    }
+
+    /// Charges `request` to a namespace (a pod placed there) that has a quota.
+    pub fn charge(&mut self, namespace: &str, request: &Resource) {
+        if !self.quotas.contains_key(namespace) {
+            return;
+        }
+        match self.used.get_mut(namespace) {
+            Some(used) => used.add(request),
+            None => {
+                self.used.insert(namespace.to_string(), request.clone());
+            }
+        }
+    }
+
+    /// Takes `request` back from a namespace (a pod that left).
+    pub fn discharge(&mut self, namespace: &str, request: &Resource) {
+        if let Some(used) = self.used.get_mut(namespace) {
+            used.sub(request);
+            if used.is_zero() {
+                self.used.remove(namespace);
+            }
+        }
+    }
+
+    /// Whether every quota's use together with `request` exceeds every quota's `min`
+    /// together: a pod may borrow only what other quotas leave unused.
+    pub fn aggregated_over_min_with(&self, request: &Resource) -> bool {
+        let mut used = request.clone();
+        let mut min = Resource::default();
+        for q in self.quotas.values() {
+            used.add(self.used(&q.namespace));
+            min.add(&q.min);
+        }
+        exceeds(&used, &NOTHING, &min, 0)
+    }
+}
+
+/// The quotas among the cluster objects.
+pub trait QuotaObjects {
+    /// The quotas (empty when none was stored).
+    fn quotas(&self) -> &QuotaState;
+    /// The quotas, to change.
+    fn quotas_mut(&mut self) -> &mut QuotaState;
+}
+
+impl QuotaObjects for ClusterObjects {
+    fn quotas(&self) -> &QuotaState {
+        static EMPTY: std::sync::LazyLock<QuotaState> = std::sync::LazyLock::new(QuotaState::default);
+        self.get::<QuotaState>().unwrap_or(&EMPTY)
+    }
+
+    fn quotas_mut(&mut self) -> &mut QuotaState {
+        self.get_mut::<QuotaState>()
+    }
+}

@@ -1,0 +1,77 @@
+//! ElasticQuotas through the binary: `simulate` and `explain` read them from a dump and
+//! CapacityScheduling, enabled as scheduler-plugins' configurations enable it, holds each
+//! namespace to its quota.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const CLUSTER: &str = "tests/data/quota-cluster.yaml";
+const CONFIG: &str = "tests/data/quota-config.yaml";
+
+fn run_json(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_custom-scheduler")).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn simulate_holds_each_namespace_to_its_quota() {
+    let r = run_json(&["simulate", "--cluster", CLUSTER, "--config", CONFIG, "--output", "json"]);
+    let placed: Vec<&String> = r["placements"].as_object().unwrap().keys().collect();
+    assert_eq!(placed, ["free/f-0", "team-a/a-0", "team-a/a-1", "team-a/a-2"], "{r}");
+    let failures = &r["failures"];
+    let tail = ". no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found \
+                for incoming pod.";
+    assert_eq!(
+        failures["team-a/a-3"],
+        format!(
+            "0/2 nodes are available: Pod team-a/a-3 is rejected in PreFilter because ElasticQuota team-a is more \
+             than Max{tail}"
+        )
+    );
+    assert_eq!(
+        failures["team-b/b-0"],
+        format!(
+            "0/2 nodes are available: Pod team-b/b-0 is rejected in PreFilter because total ElasticQuota used is \
+             more than min{tail}"
+        )
+    );
+    assert_eq!(
+        r["quotas"],
+        json!([
+            {"quota": "team-a/team-a", "used": "cpu=4, memory=4Gi", "min": "cpu=2, memory=8Gi, ephemeral-storage=0",
+             "max": "cpu=4, memory=16Gi"},
+            {"quota": "team-b/team-b", "used": "none", "min": "cpu=2, memory=8Gi, ephemeral-storage=0",
+             "max": "cpu=4, memory=16Gi"},
+        ])
+    );
+}
+
+#[test]
+fn without_capacity_scheduling_in_the_profile_quotas_do_not_limit() {
+    let r = run_json(&["simulate", "--cluster", CLUSTER, "--output", "json"]);
+    assert_eq!(r["placements"].as_object().unwrap().len(), 6, "{r}");
+}
+
+#[test]
+fn explain_names_the_quota_and_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("big.yaml");
+    let manifest = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big", "namespace": "team-a"},
+        "spec": {"schedulerName": "custom-scheduler",
+                 "containers": [{"name": "c", "image": "app:1", "resources": {"requests": {"cpu": "4"}}}]}});
+    std::fs::write(&pod, manifest.to_string()).unwrap();
+    let args =
+        ["explain", "--cluster", CLUSTER, "--config", CONFIG, "--pod", pod.to_str().unwrap(), "--output", "json"];
+    let r = run_json(&args);
+    let node = &r["failedNodes"]["node-a"];
+    assert_eq!(node["plugin"], "CapacityScheduling");
+    assert_eq!(node["code"], "Unschedulable");
+    assert_eq!(
+        node["detail"],
+        "ElasticQuota team-a/team-a: used cpu=1, memory=1Gi; min cpu=2, memory=8Gi, ephemeral-storage=0; max cpu=4, \
+         memory=16Gi; the pod requests cpu=4"
+    );
+}
