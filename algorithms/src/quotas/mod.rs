@@ -177,7 +177,7 @@ impl QuotaState {
 
     /// Counts afresh the use of the namespaces whose quota arrived since the last count,
     /// from every placed pod.
-    pub fn recount<'a>(&mut self, placed: &mut dyn Iterator<Item = &'a crate::pod_info::PodInfo>) {
+    pub fn recount(&mut self, placed: &mut dyn Iterator<Item = &crate::pod_info::PodInfo>) {
         let fresh = std::mem::take(&mut self.fresh);
         for ns in &fresh {
             self.used.remove(ns);
