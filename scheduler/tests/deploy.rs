@@ -86,7 +86,7 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                     let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
                         typed(&doc, file);
                     assert_eq!(crd.spec.group, "scheduling.x-k8s.io", "{}", file.display());
-                    assert_eq!(crd.spec.names.kind, "PodGroup");
+                    assert!(["PodGroup", "ElasticQuota"].contains(&crd.spec.names.kind.as_str()), "{}", file.display());
                 }
                 "PodGroup" => {
                     let (key, spec) = scheduler::gang::parse_pod_group(&doc).unwrap();
@@ -183,6 +183,7 @@ fn kustomizations_render_the_expected_objects() {
         (
             "scheduler",
             &[
+                "CustomResourceDefinition",
                 "CustomResourceDefinition",
                 "Namespace",
                 "ServiceAccount",

@@ -191,9 +191,10 @@ fn the_chart_renders_each_mode() {
 }
 
 #[test]
-fn the_chart_carries_the_same_pod_group_crd_as_deploy() {
-    let name = "podgroups.scheduling.x-k8s.io.yaml";
-    let chart = std::fs::read_to_string(Path::new(CHART).join("crds").join(name)).unwrap();
-    let deploy = std::fs::read_to_string(Path::new("../deploy/crds").join(name)).unwrap();
-    assert_eq!(chart, deploy, "deploy/crds and the chart's crds/ differ");
+fn the_chart_carries_the_same_crds_as_deploy() {
+    for name in ["podgroups.scheduling.x-k8s.io.yaml", "elasticquotas.scheduling.x-k8s.io.yaml"] {
+        let chart = std::fs::read_to_string(Path::new(CHART).join("crds").join(name)).unwrap();
+        let deploy = std::fs::read_to_string(Path::new("../deploy/crds").join(name)).unwrap();
+        assert_eq!(chart, deploy, "deploy/crds and the chart's crds/ differ on {name}");
+    }
 }

@@ -1,0 +1,115 @@
+//! Quotas by `custom-scheduler run` on a real kube-apiserver v1.36.2, with the
+//! ElasticQuota CRD of deploy/crds applied and CapacityScheduling enabled as
+//! scheduler-plugins' configurations enable it. No kubelet runs: pods are removed by
+//! force deletion, as the kubelet would once they stopped.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::time::Duration;
+
+use algorithms::builders::{NodeBuilder, PodBuilder};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::discovery::pinned_kind;
+use realapi::{Ours, events_about, plane};
+use testing::api;
+
+/// Applies deploy/crds' ElasticQuota CRD and waits until the kind is served.
+async fn install_elastic_quota_crd(client: &kube::Client) -> kube::discovery::ApiResource {
+    let text = std::fs::read_to_string("../deploy/crds/elasticquotas.scheduling.x-k8s.io.yaml").unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    let gvk = GroupVersionKind::gvk("scheduling.x-k8s.io", "v1alpha1", "ElasticQuota");
+    api::wait_for("the ElasticQuota kind served", Duration::from_secs(30), || async {
+        pinned_kind(client, &gvk).await.ok().map(|(ar, _)| ar)
+    })
+    .await
+}
+
+fn pod(ns: &str, name: &str, cpu: &str) -> Pod {
+    PodBuilder::new(name).namespace(ns).scheduler("custom-scheduler").req(cpu, "1Gi").build()
+}
+
+/// The message of the pod's `PodScheduled` condition, as the scheduler last wrote it.
+async fn scheduled_condition(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let pod = Api::<Pod>::namespaced(client.clone(), ns).get(name).await.ok()?;
+    let conditions = pod.status?.conditions?;
+    conditions.into_iter().find(|c| c.type_ == "PodScheduled")?.message
+}
+
+async fn bound(client: &kube::Client, ns: &str) -> Vec<String> {
+    let pods = api::pods(client, ns).await.unwrap();
+    let mut names: Vec<String> =
+        pods.iter().filter(|p| api::node_of(p).is_some()).filter_map(|p| p.metadata.name.clone()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
+    let Some(p) = plane("quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle").await else {
+        return;
+    };
+    let client = &p.client;
+    let ar = install_elastic_quota_crd(client).await;
+    for ns in ["team-a", "team-b"] {
+        api::create_namespace(client, ns).await.unwrap();
+        let quotas: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+        let quota: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+            "metadata": {"name": ns, "namespace": ns},
+            "spec": {"min": {"cpu": "2", "memory": "8Gi"}, "max": {"cpu": "4", "memory": "16Gi"}}
+        }))
+        .unwrap();
+        quotas.create(&PostParams::default(), &quota).await.unwrap();
+    }
+    // Two 4-CPU nodes: room for more than either quota allows.
+    let nodes: Vec<Node> =
+        (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "16Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let config = serde_json::json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "custom-scheduler",
+                      "plugins": {"preFilter": {"enabled": [{"name": "CapacityScheduling"}]}}}]
+    });
+    let _ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+
+    // team-a takes 3 of its 4 CPUs; 2 more would pass its max.
+    let small: Vec<Pod> = (0..3).map(|i| pod("team-a", &format!("a-{i}"), "1")).collect();
+    api::create_pods(client, &small, 3).await.unwrap();
+    api::wait_for("team-a's small pods bound", Duration::from_secs(60), || async {
+        (bound(client, "team-a").await.len() == 3).then_some(())
+    })
+    .await;
+    api::create_pod(client, &pod("team-a", "a-big", "2")).await.unwrap();
+    let over_max = "Pod team-a/a-big is rejected in PreFilter because ElasticQuota team-a is more than Max";
+    api::wait_for("a-big refused by its quota", Duration::from_secs(30), || async {
+        scheduled_condition(client, "team-a", "a-big").await?.contains(over_max).then_some(())
+    })
+    .await;
+    let events = api::events(client, "team-a").await.unwrap();
+    let failed = events_about(&events, "a-big", "FailedScheduling");
+    assert!(failed.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains(over_max))), "{failed:?}");
+
+    // team-b is within its own max, but team-a borrowed a CPU of team-b's guarantee:
+    // 3 used + 2 asked is over the 4 both quotas guarantee together.
+    api::create_pod(client, &pod("team-b", "b-0", "2")).await.unwrap();
+    let over_min = "Pod team-b/b-0 is rejected in PreFilter because total ElasticQuota used is more than min";
+    api::wait_for("b-0 refused: nothing idle to lend", Duration::from_secs(30), || async {
+        scheduled_condition(client, "team-b", "b-0").await?.contains(over_min).then_some(())
+    })
+    .await;
+
+    // team-a's small pods finish: both waiting pods fit their quotas and are bound.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "team-a");
+    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    for i in 0..3 {
+        pods.delete(&format!("a-{i}"), &now).await.unwrap();
+    }
+    api::wait_for("a-big and b-0 bound once quota frees", Duration::from_secs(60), || async {
+        (bound(client, "team-a").await == ["a-big"] && bound(client, "team-b").await == ["b-0"]).then_some(())
+    })
+    .await;
+}
