@@ -75,3 +75,21 @@ fn explain_names_the_quota_and_its_figures() {
          memory=16Gi; the pod requests cpu=4"
     );
 }
+
+#[test]
+fn a_pod_group_is_held_to_its_quota_whole() {
+    let cluster = "tests/data/quota-gang-cluster.yaml";
+    let r = run_json(&["simulate", "--cluster", cluster, "--config", CONFIG, "--output", "json"]);
+    let placed: Vec<&String> = r["placements"].as_object().unwrap().keys().collect();
+    assert_eq!(placed, ["team-a/small-0", "team-a/small-1"], "{r}");
+    for i in 0..3 {
+        let message = r["failures"][format!("team-a/big-{i}")].as_str().unwrap();
+        assert!(message.starts_with(r#"pod group "team-a/big": "#), "{message}");
+        assert!(message.contains("because ElasticQuota team-a is more than Max"), "{message}");
+    }
+    // The nodes hold the whole group: without quotas it is placed (and the small one
+    // no longer fits).
+    let r = run_json(&["simulate", "--cluster", cluster, "--output", "json"]);
+    let placed: Vec<&String> = r["placements"].as_object().unwrap().keys().collect();
+    assert_eq!(placed, ["team-a/big-0", "team-a/big-1", "team-a/big-2"], "{r}");
+}

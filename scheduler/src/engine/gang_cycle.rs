@@ -7,6 +7,7 @@ use algorithms::PodInfo;
 use algorithms::events::ClusterEvent;
 use algorithms::framework::{EvaluateOptions, evaluate};
 use algorithms::framework::{PostFilterResult, run_post_filters};
+use algorithms::plugins::registry::OWNERS;
 
 use algorithms::Snapshot;
 
@@ -293,6 +294,7 @@ impl Cycler {
             }
             let mut member = (**pod).clone();
             member.node_name = Some(node.name.clone());
+            tell_owners(&mut scratch, &member, &victims);
             node.add_pod(Arc::new(member));
             let name = node.name.clone();
             scratch.replace_node(i, Arc::new(node));
@@ -419,8 +421,26 @@ fn place(scratch: &mut Snapshot, i: usize, pod: &PodInfo, profile: &algorithms::
     let mut node = (*node).clone();
     let mut member = pod.clone();
     member.node_name = Some(node.name.clone());
+    tell_owners(scratch, &member, &[]);
     node.add_pod(Arc::new(member));
     scratch.replace_node(i, Arc::new(node));
     scratch.set_pod_flags(i);
     Ok(())
+}
+
+/// Tells the owners of cluster objects that keep what placed pods take (quotas) of a
+/// member placed in a scratch snapshot and of the victims evicted for it, as the cache
+/// tells them of the pods it places and removes: the next member sees them counted.
+fn tell_owners(scratch: &mut Snapshot, placed: &PodInfo, evicted: &[Arc<PodInfo>]) {
+    let mut objects = (*scratch.objects).clone();
+    let mut changed = false;
+    for owner in OWNERS {
+        for victim in evicted {
+            changed |= owner.pod_unplaced(&mut objects, victim);
+        }
+        changed |= owner.pod_placed(&mut objects, placed);
+    }
+    if changed {
+        scratch.objects = Arc::new(objects);
+    }
 }
