@@ -97,6 +97,13 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                     let profiles = cfg.build_profiles().unwrap();
                     if file.to_string_lossy().contains("kube-scheduler") {
                         assert!(!cfg.extenders.is_empty(), "{}: extender stanza", file.display());
+                    } else if file.to_string_lossy().contains("quota") {
+                        // The quota profile example: CapacityScheduling at PreFilter, and
+                        // as the only PostFilter.
+                        let p = &profiles[0];
+                        assert_eq!(p.filters.last().map(|f| f.name()), Some("CapacityScheduling"));
+                        let post: Vec<&str> = p.post_filters.iter().map(|f| f.name()).collect();
+                        assert_eq!(post, ["CapacityScheduling"]);
                     } else {
                         // The gpu profile example: DevicePacking on top of the defaults.
                         let scores: Vec<&str> = profiles[0].scores.iter().map(|s| s.plugin.name()).collect();

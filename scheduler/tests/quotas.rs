@@ -93,3 +93,21 @@ fn a_pod_group_is_held_to_its_quota_whole() {
     let placed: Vec<&String> = r["placements"].as_object().unwrap().keys().collect();
     assert_eq!(placed, ["team-a/big-0", "team-a/big-1", "team-a/big-2"], "{r}");
 }
+
+#[test]
+fn a_namespace_within_its_min_takes_back_what_another_borrowed() {
+    let profile = "../deploy/examples/quota-profile.yaml";
+    let r = run_json(&["simulate", "--cluster", CLUSTER, "--config", profile, "--output", "json"]);
+    // team-a ran over its min of 2 CPUs on team-b's idle guarantee; team-b's pod takes one
+    // CPU back: one pod of team-a, no more, is evicted, and team-b's pod is placed.
+    let preemptions = r["preemptions"].as_array().unwrap();
+    assert_eq!(preemptions.len(), 1, "{r}");
+    assert_eq!(preemptions[0]["preemptor"], "team-b/b-0");
+    let victims = preemptions[0]["victims"].as_array().unwrap();
+    assert_eq!(victims.len(), 1, "{r}");
+    assert!(victims[0].as_str().unwrap().starts_with("team-a/"), "{r}");
+    assert!(r["placements"]["team-b/b-0"].is_string(), "{r}");
+    // team-a, over its min, may not evict its own pods of the same priority.
+    let message = r["failures"]["team-a/a-3"].as_str().unwrap();
+    assert!(message.ends_with("No victims found on node node-b for preemptor pod a-3."), "{message}");
+}

@@ -1,7 +1,8 @@
 //! Quotas by `custom-scheduler run` on a real kube-apiserver v1.36.2, with the
 //! ElasticQuota CRD of deploy/crds applied and CapacityScheduling enabled as
 //! scheduler-plugins' configurations enable it. No kubelet runs: pods are removed by
-//! force deletion, as the kubelet would once they stopped.
+//! force deletion, as the kubelet would once they stopped, and the test plays the kubelet
+//! for preemption's victims (removed once marked for deletion).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod realapi;
@@ -47,11 +48,9 @@ async fn bound(client: &kube::Client, ns: &str) -> Vec<String> {
     names
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
-    let Some(p) = plane("quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle").await else {
-        return;
-    };
+/// The ElasticQuotas team-a and team-b (each min 2 CPUs, max 4), two 4-CPU nodes, and
+/// `custom-scheduler run` with `config`.
+async fn two_teams(p: &realapi::Plane, config: serde_json::Value) -> Ours {
     let client = &p.client;
     let ar = install_elastic_quota_crd(client).await;
     for ns in ["team-a", "team-b"] {
@@ -69,12 +68,21 @@ async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
     let nodes: Vec<Node> =
         (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "16Gi", "110").build()).collect();
     api::create_nodes(client, &nodes, 2).await.unwrap();
+    Ours::start(&p.plane, "custom-scheduler", Some(config), &[])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
+    let Some(p) = plane("quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle").await else {
+        return;
+    };
+    let client = &p.client;
     let config = serde_json::json!({
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "profiles": [{"schedulerName": "custom-scheduler",
                       "plugins": {"preFilter": {"enabled": [{"name": "CapacityScheduling"}]}}}]
     });
-    let _ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+    let _ours = two_teams(&p, config).await;
 
     // team-a takes 3 of its 4 CPUs; 2 more would pass its max.
     let small: Vec<Pod> = (0..3).map(|i| pod("team-a", &format!("a-{i}"), "1")).collect();
@@ -112,4 +120,36 @@ async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
         (bound(client, "team-a").await == ["a-big"] && bound(client, "team-b").await == ["b-0"]).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_within_its_min_takes_back_what_another_borrowed() {
+    let Some(p) = plane("a_team_within_its_min_takes_back_what_another_borrowed").await else {
+        return;
+    };
+    let client = &p.client;
+    let text = std::fs::read_to_string("../deploy/examples/quota-profile.yaml").unwrap();
+    let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let _ours = two_teams(&p, config).await;
+    let _kubelet = realapi::kubelet(client.clone(), "team-a");
+
+    // team-a runs four 1-CPU pods: 2 of its own guarantee, 2 borrowed from team-b's.
+    let borrowers: Vec<Pod> = (0..4).map(|i| pod("team-a", &format!("a-{i}"), "1")).collect();
+    api::create_pods(client, &borrowers, 4).await.unwrap();
+    api::wait_for("team-a's pods bound", Duration::from_secs(60), || async {
+        (bound(client, "team-a").await.len() == 4).then_some(())
+    })
+    .await;
+    // team-b asks for 2 CPUs of its guarantee: exactly two borrowed pods are evicted (the
+    // nodes have room; the quotas do not), and its pod is bound.
+    api::create_pod(client, &pod("team-b", "b-0", "2")).await.unwrap();
+    api::wait_for("b-0 bound", Duration::from_secs(60), || async {
+        (bound(client, "team-b").await == ["b-0"]).then_some(())
+    })
+    .await;
+    let left = bound(client, "team-a").await;
+    assert_eq!(left.len(), 2, "two of team-a's pods stay: {left:?}");
+    let events = api::events(client, "team-a").await.unwrap();
+    let preempted: Vec<_> = events.iter().filter(|e| e.reason.as_deref() == Some("Preempted")).collect();
+    assert_eq!(preempted.len(), 2, "{preempted:?}");
 }

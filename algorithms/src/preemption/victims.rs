@@ -91,7 +91,7 @@ pub fn select_victims_with(
 
 /// Puts into `snapshot` the cluster objects as every filter of the profile says they
 /// would be with `evicted` gone (devices of claims only they use freed, say).
-fn evict(profile: &Profile, snapshot: &mut Snapshot, base: &Arc<ClusterObjects>, evicted: &[Arc<PodInfo>]) {
+pub fn evict(profile: &Profile, snapshot: &mut Snapshot, base: &Arc<ClusterObjects>, evicted: &[Arc<PodInfo>]) {
     let mut objects: Option<ClusterObjects> = None;
     for f in &profile.filters {
         if let Some(after) = f.after_eviction(objects.as_ref().unwrap_or(base), evicted) {

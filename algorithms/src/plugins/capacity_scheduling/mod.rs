@@ -9,9 +9,12 @@
 //! namespace without a quota is not its concern. What a namespace uses is kept by the
 //! cache as it places and removes pods (`owner.rs`): Reserve and Unreserve are the
 //! cache's assume and forget. A rejected pod is tried again when a placed pod goes away
-//! or a quota changes.
+//! or a quota changes. PostFilter preempts under the quotas' rules (`preemption.rs`).
 
 mod owner;
+pub mod preemption;
+#[cfg(test)]
+mod preemption_tests;
 #[cfg(test)]
 mod tests;
 
@@ -31,13 +34,14 @@ use crate::status::Status;
 /// Plugin name.
 pub const NAME: &str = "CapacityScheduling";
 
-/// Builds the plugin (it takes no args).
+/// Builds the plugin (it takes no args): PreFilter and PostFilter.
 pub fn build(
     _: &str,
     _: Option<&serde_json::Value>,
     _: crate::features::FeatureGates,
 ) -> Result<Built, super::ArgsError> {
-    Ok(Built::filter(CapacityScheduling))
+    let plugin = std::sync::Arc::new(CapacityScheduling);
+    Ok(Built { filter: Some(plugin.clone()), post_filter: Some(plugin), ..Default::default() })
 }
 
 /// The plugin.
@@ -146,6 +150,22 @@ impl FilterPlugin for CapacityScheduling {
 
     fn filter(&self, _: &PluginState, _: &PodInfo, _: &NodeInfo) -> Status {
         Status::success()
+    }
+
+    fn after_eviction(
+        &self,
+        objects: &crate::objects::ClusterObjects,
+        evicted: &[std::sync::Arc<PodInfo>],
+    ) -> Option<crate::objects::ClusterObjects> {
+        let quotas = objects.quotas();
+        if evicted.iter().all(|p| quotas.quota(&p.namespace).is_none()) {
+            return None;
+        }
+        let mut after = objects.clone();
+        for p in evicted {
+            after.quotas_mut().discharge(&p.namespace, &p.requests.requests);
+        }
+        Some(after)
     }
 
     fn queueing_hint(&self, _pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {

@@ -1,0 +1,268 @@
+//! CapacityScheduling's PostFilter: preemption under quotas, as scheduler-plugins' plugin
+//! does it in place of DefaultPreemption.
+//!
+//! A pod whose quota would stay within its `min` may take back what other quotas
+//! borrowed: it may evict, whatever their priority, pods of other quotas while those run
+//! over their `min`. A pod that would pass its `min` may evict only lower-priority pods of
+//! its own quota, and a pod without a quota only lower-priority pods without one. Every
+//! node a filter found `Unschedulable` is dry-run; on each, the victims are chosen least
+//! important first (each choice counted off its quota before the next), the pod must
+//! then fit, and its quota must then hold it; victims are reprieved most important first
+//! (those a PodDisruptionBudget protects first) while the pod still fits and its quota
+//! still holds it. The node is then chosen as kube-scheduler chooses among candidates.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::RngCore;
+
+use super::{CapacityScheduling, NAME, asked};
+use crate::budgets::split_by_budgets;
+use crate::framework::{Candidate, Evaluation, FitSummary, PostFilterPlugin, PostFilterResult, Profile};
+use crate::node_info::next_generation;
+use crate::pod_info::PodInfo;
+use crate::preemption::{Budget, Judge, NOT_HELPFUL, evict, more_important, pick_one};
+use crate::quotas::QuotaObjects;
+use crate::snapshot::Snapshot;
+use crate::status::{Code, Status};
+
+/// Why a pod with `preemptionPolicy: Never` does not preempt.
+pub const NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// Why a pod does not preempt while a pod it may have evicted still terminates.
+pub const TERMINATING: &str = "not eligible due to a terminating pod on the nominated node.";
+/// Why a pod does not preempt when a PreFilter before this plugin's rejected it.
+pub const NO_STATE: &str = "not eligible due to failed to read from cycleState";
+/// A node where evicting every victim would still leave the pod's quota refusing it.
+pub const GLOBAL_MAX: &str = "global quota max exceeded";
+
+impl PostFilterPlugin for CapacityScheduling {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn post_filter(
+        &self,
+        profile: &Profile,
+        pod: &PodInfo,
+        snapshot: &mut Snapshot,
+        ev: &Evaluation,
+        _: &mut dyn RngCore,
+    ) -> PostFilterResult {
+        if let Err(message) = eligible(profile, pod, snapshot, ev) {
+            return PostFilterResult::Unschedulable { message, clear: false };
+        }
+        let potential: Vec<usize> = match &ev.prefilter_rejection {
+            Some(st) if st.code == Code::Unschedulable => (0..snapshot.len()).collect(),
+            Some(_) => Vec::new(),
+            None => ev.rejected.iter().filter(|(_, st)| st.code == Code::Unschedulable).map(|(i, _)| i).collect(),
+        };
+        let budgets = snapshot.budgets.clone();
+        let judge = Judge::new(profile, pod, snapshot);
+        let (mut clean, mut violating) = (Vec::new(), Vec::new());
+        let mut statuses: BTreeMap<usize, Status> = BTreeMap::new();
+        let mut errors = Vec::new();
+        // Every potential node is dry-run, from the first.
+        for &i in &potential {
+            match victims_on(&judge, profile, pod, snapshot, i, &budgets) {
+                Ok((victims, _)) if victims.is_empty() => {
+                    let message = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
+                    errors.push(message.clone());
+                    statuses.insert(i, Status::error(message));
+                }
+                Ok((victims, pdb_violations)) => {
+                    let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
+                    list.push(Candidate { node: i, victims, pdb_violations });
+                }
+                Err(st) => {
+                    if st.code == Code::Error {
+                        errors.push(st.message());
+                    }
+                    statuses.insert(i, st);
+                }
+            }
+        }
+        let found: Vec<Candidate> = clean.into_iter().chain(violating).collect();
+        if found.is_empty() {
+            if !errors.is_empty() {
+                let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
+                return PostFilterResult::Unschedulable { message, clear: false };
+            }
+            return PostFilterResult::Unschedulable { message: summary(snapshot.len(), &statuses), clear: true };
+        }
+        let found = match &profile.extenders {
+            Some(x) => match x.preempt(pod, snapshot, found) {
+                Ok(found) => found,
+                Err(message) => return PostFilterResult::Stopped(message),
+            },
+            None => found,
+        };
+        if found.is_empty() {
+            return PostFilterResult::Unschedulable {
+                message: "no candidate node for preemption".into(),
+                clear: false,
+            };
+        }
+        PostFilterResult::Nominate(pick_one(found))
+    }
+}
+
+/// `0/N nodes are available: …` over the nodes dry-run, the others not helpful.
+fn summary(all: usize, statuses: &BTreeMap<usize, Status>) -> String {
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for st in statuses.values() {
+        for r in &st.reasons {
+            *reasons.entry(r.to_string()).or_default() += 1;
+        }
+    }
+    if statuses.len() < all {
+        *reasons.entry(NOT_HELPFUL.to_string()).or_default() += all - statuses.len();
+    }
+    FitSummary { num_nodes: all, reasons, prefilter_message: None }.message()
+}
+
+/// Whether `pod` may preempt (scheduler-plugins' quota-aware PodEligibleToPreemptOthers);
+/// the reason when not.
+pub fn eligible(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Result<(), String> {
+    if pod.never_preempts {
+        return Err(NEVER.into());
+    }
+    if let Some(st) = &ev.prefilter_rejection {
+        let at = |name: &str| profile.filters.iter().position(|f| f.name() == name);
+        if st.plugin != NAME && at(st.plugin).zip(at(NAME)).is_none_or(|(them, us)| them < us) {
+            return Err(NO_STATE.into());
+        }
+    }
+    let Some(nominated) = &pod.nominated_node else { return Ok(()) };
+    let Some(&i) = snapshot.index.get(nominated) else { return Ok(()) };
+    let status = ev.rejected.iter().find(|(j, _)| *j == i).map(|(_, st)| st.code);
+    if status == Some(Code::UnschedulableAndUnresolvable) {
+        return Ok(());
+    }
+    let quotas = snapshot.objects.quotas();
+    let leaving = snapshot.nodes[i].pods.iter().filter(|p| p.terminating);
+    let blocked = match quotas.quota(&pod.namespace) {
+        Some(quota) => {
+            let more_than_min =
+                quota.over_min_with(quotas.used(&pod.namespace), &asked(quotas, pod, snapshot).in_quota);
+            leaving.filter_map(|p| Some((p, quotas.quota(&p.namespace)?))).any(|(p, theirs)| {
+                if p.namespace == pod.namespace {
+                    p.priority < pod.priority
+                } else {
+                    !more_than_min && theirs.over_min(quotas.used(&p.namespace))
+                }
+            })
+        }
+        None => leaving.filter(|p| quotas.quota(&p.namespace).is_none()).any(|p| p.priority < pod.priority),
+    };
+    if blocked { Err(TERMINATING.into()) } else { Ok(()) }
+}
+
+/// The victims on node `i` (most important first) and how many of them a budget
+/// protects, or why node `i` is no candidate. `snapshot` is restored.
+pub fn victims_on(
+    judge: &Judge<'_>,
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &mut Snapshot,
+    i: usize,
+    budgets: &[Budget],
+) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
+    let original = snapshot.nodes[i].clone();
+    let base = snapshot.objects.clone();
+    let result = dry_run(judge, profile, pod, snapshot, i, budgets);
+    snapshot.replace_node(i, original);
+    snapshot.set_pod_flags(i);
+    snapshot.objects = base;
+    result
+}
+
+/// The pods on node `i` this pod may evict, least important first, each counted off its
+/// quota before the next is chosen.
+fn potential_victims(pod: &PodInfo, snapshot: &Snapshot, i: usize) -> Vec<Arc<PodInfo>> {
+    let mut quotas = snapshot.objects.quotas().clone();
+    let mut pods = snapshot.nodes[i].pods.clone();
+    pods.sort_by(|a, b| more_important(b, a));
+    let Some(quota) = quotas.quota(&pod.namespace).cloned() else {
+        pods.retain(|p| quotas.quota(&p.namespace).is_none() && p.priority < pod.priority);
+        return pods;
+    };
+    let more_than_min = quota.over_min_with(quotas.used(&pod.namespace), &asked(&quotas, pod, snapshot).in_quota);
+    let mut chosen = Vec::new();
+    for p in pods {
+        let Some(theirs) = quotas.quota(&p.namespace) else { continue };
+        let victim = if more_than_min {
+            p.namespace == pod.namespace && p.priority < pod.priority
+        } else {
+            p.namespace != pod.namespace && theirs.over_min(quotas.used(&p.namespace))
+        };
+        if victim {
+            quotas.discharge(&p.namespace, &p.requests.requests);
+            chosen.push(p);
+        }
+    }
+    chosen
+}
+
+fn dry_run(
+    judge: &Judge<'_>,
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &mut Snapshot,
+    i: usize,
+    budgets: &[Budget],
+) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
+    let mut potential = potential_victims(pod, snapshot, i);
+    let name = snapshot.nodes[i].name.clone();
+    if potential.is_empty() {
+        return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
+    }
+    let base = snapshot.objects.clone();
+    let mut node = (*snapshot.nodes[i]).clone();
+    for p in &potential {
+        node.remove_pod(&p.namespace, &p.name);
+    }
+    let put = |snapshot: &mut Snapshot, node: &crate::node_info::NodeInfo, gone: &[Arc<PodInfo>]| {
+        evict(profile, snapshot, &base, gone);
+        let mut node = node.clone();
+        node.generation = next_generation();
+        snapshot.replace_node(i, Arc::new(node));
+        snapshot.set_pod_flags(i);
+    };
+    put(snapshot, &node, &potential);
+    let st = judge.fits(snapshot, i);
+    if !st.is_success() {
+        return Err(st);
+    }
+    let quotas = snapshot.objects.quotas();
+    if let Some(quota) = quotas.quota(&pod.namespace) {
+        let request = &pod.requests.requests;
+        if quota.over_max_with(quotas.used(&pod.namespace), request) || quotas.aggregated_over_min_with(request) {
+            return Err(Status::unschedulable(GLOBAL_MAX));
+        }
+    }
+    potential.sort_by(|a, b| more_important(a, b));
+    let (violating, fine) = split_by_budgets(potential, budgets);
+    let both = !violating.is_empty() && !fine.is_empty();
+    let mut victims: Vec<Arc<PodInfo>> = Vec::new();
+    let mut violations = 0;
+    // Every pod is given back in turn; the ones the pod (and its quota) cannot do
+    // without stay evicted.
+    let mut pending: Vec<Arc<PodInfo>> = violating.iter().chain(&fine).cloned().collect();
+    for (group, counts) in [(violating, true), (fine, false)] {
+        for p in group {
+            pending.retain(|q| !Arc::ptr_eq(q, &p));
+            node.add_pod(p.clone());
+            let gone: Vec<Arc<PodInfo>> = victims.iter().chain(&pending).cloned().collect();
+            put(snapshot, &node, &gone);
+            if !judge.fits(snapshot, i).is_success() {
+                node.remove_pod(&p.namespace, &p.name);
+                victims.push(p);
+                violations += usize::from(counts);
+            }
+        }
+    }
+    if both {
+        victims.sort_by(|a, b| more_important(a, b));
+    }
+    Ok((victims, violations))
+}
