@@ -90,8 +90,27 @@ pub trait Owner: Send + Sync {
         None
     }
 
+    /// The gauges `run` exposes for this owner's objects, read when metrics are scraped;
+    /// `pending` are the pods waiting in the scheduling queue.
+    fn gauges(&self, _objects: &ClusterObjects, _pending: &[&PodInfo]) -> Vec<Sample> {
+        Vec::new()
+    }
+
     /// A fresh in-memory controller for one simulation.
     fn controller(&self) -> Box<dyn Controller>;
+}
+
+/// One sample of a gauge an owner exposes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// The family's name (`scheduler_…`).
+    pub family: &'static str,
+    /// The family's help text.
+    pub help: &'static str,
+    /// The sample's labels.
+    pub labels: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: f64,
 }
 
 /// The API server and the controllers behind one owner's writes, in memory (`simulate`).

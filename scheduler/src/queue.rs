@@ -499,6 +499,11 @@ impl SchedulingQueue {
         self.unschedulable.keys().cloned().collect()
     }
 
+    /// The queued pods (in flight included), in no particular order.
+    pub fn pods(&self) -> impl Iterator<Item = &PodInfo> {
+        self.pods.values().map(|q| &*q.pod)
+    }
+
     /// Keys of the queued pods (in flight included) for which `pred` holds, highest
     /// priority and then oldest first.
     pub fn keys_where(&self, pred: impl Fn(&PodInfo) -> bool) -> Vec<String> {

@@ -82,7 +82,7 @@ async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
         "profiles": [{"schedulerName": "custom-scheduler",
                       "plugins": {"preFilter": {"enabled": [{"name": "CapacityScheduling"}]}}}]
     });
-    let _ours = two_teams(&p, config).await;
+    let ours = two_teams(&p, config).await;
 
     // team-a takes 3 of its 4 CPUs; 2 more would pass its max.
     let small: Vec<Pod> = (0..3).map(|i| pod("team-a", &format!("a-{i}"), "1")).collect();
@@ -97,6 +97,14 @@ async fn quotas_hold_a_namespace_to_max_and_lend_only_what_others_leave_idle() {
         scheduled_condition(client, "team-a", "a-big").await?.contains(over_max).then_some(())
     })
     .await;
+    let quota = r#"quota="team-a/team-a""#;
+    assert_eq!(ours.metric("scheduler_elastic_quota_used", &[quota, r#"resource="cpu""#]).await, 3.0);
+    assert_eq!(ours.metric("scheduler_elastic_quota_max", &[quota, r#"resource="cpu""#]).await, 4.0);
+    assert_eq!(
+        ours.metric("scheduler_elastic_quota_min", &[quota, r#"resource="memory""#]).await,
+        8.0 * 1024f64.powi(3)
+    );
+    assert_eq!(ours.metric("scheduler_elastic_quota_pending_pods", &[quota]).await, 1.0);
     let events = api::events(client, "team-a").await.unwrap();
     let failed = events_about(&events, "a-big", "FailedScheduling");
     assert!(failed.iter().any(|e| e.note.as_deref().is_some_and(|n| n.contains(over_max))), "{failed:?}");

@@ -13,6 +13,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use std::fmt::Write as _;
+
+use algorithms::owners::Sample;
+
 use crate::engine::timing::{Ended, Point};
 
 /// `result` and `profile` labels.
@@ -175,10 +179,61 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        self.render_with(&[])
+    }
+
+    /// The Prometheus text exposition with the gauges of the owners of cluster objects
+    /// (quotas), read at this scrape.
+    pub fn render_with(&self, owned: &[Sample]) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
+        if owned.is_empty() {
+            return out;
+        }
+        let end = out.rfind("# EOF").unwrap_or(out.len());
+        let mut gauges = String::new();
+        let mut families: Vec<&'static str> = Vec::new();
+        for s in owned {
+            if !families.contains(&s.family) {
+                families.push(s.family);
+                let _ = writeln!(gauges, "# HELP {} {}\n# TYPE {} gauge", s.family, s.help, s.family);
+                for t in owned.iter().filter(|t| t.family == s.family) {
+                    let labels: Vec<String> = t.labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+                    let _ = writeln!(gauges, "{}{{{}}} {}", t.family, labels.join(","), t.value);
+                }
+            }
+        }
+        out.insert_str(end, &gauges);
         out
+    }
+}
+
+/// A label value as the text exposition writes it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_gauges_join_the_exposition_before_its_end() {
+        let sample = |quota: &str, value| Sample {
+            family: "scheduler_elastic_quota_used",
+            help: "Requests of the quota's placed pods, by resource",
+            labels: vec![("quota", quota.to_string()), ("resource", "cpu".to_string())],
+            value,
+        };
+        let text = Metrics::default().render_with(&[sample("a/a", 3.0), sample("b/\"b\"", 0.5)]);
+        let tail = "# HELP scheduler_elastic_quota_used Requests of the quota's placed pods, by resource\n\
+                    # TYPE scheduler_elastic_quota_used gauge\n\
+                    scheduler_elastic_quota_used{quota=\"a/a\",resource=\"cpu\"} 3\n\
+                    scheduler_elastic_quota_used{quota=\"b/\\\"b\\\"\",resource=\"cpu\"} 0.5\n\
+                    # EOF\n";
+        assert!(text.ends_with(tail), "{text}");
+        assert_eq!(text.matches("# TYPE scheduler_elastic_quota_used").count(), 1);
     }
 }

@@ -8,6 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use algorithms::plugins::registry::OWNERS;
+
 use super::shared::Shared;
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
@@ -19,7 +21,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    {
+    let owned = {
         let st = shared.lock();
         let l = st.engine.queue.lengths();
         shared.metrics.queues(l);
@@ -27,8 +29,14 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         shared.metrics.cycle.cache(cache.node_count(), cache.pod_count(), cache.assumed_count());
         shared.metrics.cycle.unschedulable(&st.engine.queue.unschedulable_by_plugin());
         shared.metrics.flow.in_flight_events(&st.engine.queue.in_flight_events());
-    }
-    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], shared.metrics.render())
+        let pending: Vec<&algorithms::PodInfo> = st.engine.queue.pods().collect();
+        let objects = st.engine.cache.objects();
+        OWNERS.iter().flat_map(|o| o.gauges(objects, &pending)).collect::<Vec<_>>()
+    };
+    (
+        [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        shared.metrics.render_with(&owned),
+    )
         .into_response()
 }
 

@@ -7,9 +7,10 @@ use serde_json::{Value, json};
 use super::{amounts, limits};
 use crate::framework::ApiWrite;
 use crate::objects::ClusterObjects;
-use crate::owners::{Controller, ObjectError, Owner, Reported, World, read};
+use crate::owners::{Controller, ObjectError, Owner, Reported, Sample, World, read};
 use crate::pod_info::PodInfo;
 use crate::quotas::{ElasticQuota, Quota, QuotaObjects};
+use crate::resource::Resource;
 
 /// The owner of the quotas (see [`Owner`]).
 #[derive(Debug, Default)]
@@ -59,9 +60,57 @@ impl Owner for Quotas {
         objects.quotas_mut().recount(placed);
     }
 
+    fn gauges(&self, objects: &ClusterObjects, pending: &[&PodInfo]) -> Vec<Sample> {
+        let state = objects.quotas();
+        let mut out = Vec::new();
+        for q in state.quotas() {
+            let quota = q.key();
+            let families: [(&'static str, &'static str, &Resource); 3] = [
+                (
+                    "scheduler_elastic_quota_used",
+                    "Requests of the quota's placed pods, by resource",
+                    state.used(&q.namespace),
+                ),
+                ("scheduler_elastic_quota_min", "The quota's guaranteed amount (spec.min), by resource", &q.min),
+                (
+                    "scheduler_elastic_quota_max",
+                    "The quota's limit (spec.max), by resource; unlimited ones left out",
+                    &q.max,
+                ),
+            ];
+            for (family, help, amounts) in families {
+                for (resource, value) in resources(amounts) {
+                    let labels = vec![("quota", quota.clone()), ("resource", resource)];
+                    out.push(Sample { family, help, labels, value });
+                }
+            }
+            let waiting = pending.iter().filter(|p| p.namespace == q.namespace).count();
+            out.push(Sample {
+                family: "scheduler_elastic_quota_pending_pods",
+                help: "Pods of the quota's namespace waiting in the scheduling queue",
+                labels: vec![("quota", quota)],
+                value: waiting as f64,
+            });
+        }
+        out
+    }
+
     fn controller(&self) -> Box<dyn Controller> {
         Box::new(QuotaReport)
     }
+}
+
+/// Each finite amount in the API's units (CPU in cores, the rest as counted).
+fn resources(r: &Resource) -> Vec<(String, f64)> {
+    use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY};
+    let fixed = [(CPU, r.milli_cpu), (MEMORY, r.memory), (EPHEMERAL_STORAGE, r.ephemeral_storage)];
+    let named = r.scalar.iter().map(|(n, v)| (n.as_str(), *v));
+    fixed
+        .into_iter()
+        .chain(named)
+        .filter(|&(_, v)| v != i64::MAX)
+        .map(|(n, v)| (n.to_string(), if n == CPU { v as f64 / 1000.0 } else { v as f64 }))
+        .collect()
 }
 
 /// Quotas ask for no writes; in `simulate` they report each quota's use.
