@@ -248,10 +248,26 @@ pub struct PodResourceClaim {
     pub not_needed: bool,
 }
 
+/// The label naming a pod's scheduler-plugins PodGroup.
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
 impl PodInfo {
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The name (without the namespace) of the pod group the pod belongs to, if any:
+    /// `spec.schedulingGroup`'s PodGroup first, then scheduler-plugins' label.
+    pub fn group_name(&self) -> Option<&str> {
+        self.scheduling_group
+            .as_deref()
+            .or_else(|| self.labels.get(POD_GROUP_LABEL).map(String::as_str).filter(|g| !g.is_empty()))
+    }
+
+    /// Whether `other` belongs to the same pod group as this pod (false for pods in none).
+    pub fn same_group(&self, other: &PodInfo) -> bool {
+        self.namespace == other.namespace && self.group_name().is_some_and(|g| other.group_name() == Some(g))
     }
 
     /// Whether the pod has any pod affinity or anti-affinity term.

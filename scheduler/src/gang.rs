@@ -22,7 +22,7 @@ use algorithms::PodInfo;
 use serde_json::Value;
 
 /// The label naming a pod's PodGroup (in the pod's namespace).
-pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+pub use algorithms::pod_info::POD_GROUP_LABEL;
 
 /// scheduler-plugins' PodGroup API version.
 pub const POD_GROUP_API_VERSION: &str = "scheduling.x-k8s.io/v1alpha1";
@@ -111,9 +111,7 @@ pub fn group_of(pod: &PodInfo) -> Option<String> {
 /// The name (without the namespace) of the PodGroup `pod` names, if any, without
 /// allocating.
 pub fn group_name(pod: &PodInfo) -> Option<&str> {
-    pod.scheduling_group
-        .as_deref()
-        .or_else(|| pod.labels.get(POD_GROUP_LABEL).map(String::as_str).filter(|g| !g.is_empty()))
+    pod.group_name()
 }
 
 /// Whether `pod` names the group `namespace/name` (through either API), without

@@ -9,7 +9,10 @@
 //! important first (each choice counted off its quota before the next), the pod must
 //! then fit, and its quota must then hold it; victims are reprieved most important first
 //! (those a PodDisruptionBudget protects first) while the pod still fits and its quota
-//! still holds it. The node is then chosen as kube-scheduler chooses among candidates.
+//! still holds it. A pod group is one victim: its members here are given back or evicted
+//! together, and its members on other nodes go with them (and count among the victims,
+//! so the choice of node weighs them). The node is then chosen as kube-scheduler chooses
+//! among candidates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -203,6 +206,53 @@ fn potential_victims(pod: &PodInfo, snapshot: &Snapshot, i: usize) -> Vec<Arc<Po
     chosen
 }
 
+/// Pods evicted together: one pod, or the members of a pod group on the node with the
+/// members elsewhere that go with them (a group that lost a member cannot run).
+struct Unit {
+    /// On the node.
+    here: Vec<Arc<PodInfo>>,
+    /// On other nodes.
+    elsewhere: Vec<Arc<PodInfo>>,
+}
+
+impl Unit {
+    fn pods(&self) -> impl Iterator<Item = &Arc<PodInfo>> {
+        self.here.iter().chain(&self.elsewhere)
+    }
+
+    /// Whether it goes before `other` when victims are given back: its most important
+    /// pod is the more important.
+    fn before(&self, other: &Unit) -> std::cmp::Ordering {
+        let top = |u: &Unit| u.here.iter().min_by(|a, b| more_important(a, b)).cloned();
+        match (top(self), top(other)) {
+            (Some(a), Some(b)) => more_important(&a, &b),
+            (a, b) => b.is_some().cmp(&a.is_some()),
+        }
+    }
+}
+
+/// The potential victims of node `i` as units: a pod group's members, here and on other
+/// nodes, are one.
+fn units(potential: Vec<Arc<PodInfo>>, snapshot: &Snapshot, i: usize) -> Vec<Unit> {
+    let mut out: Vec<Unit> = Vec::new();
+    for p in potential {
+        if p.group_name().is_none() {
+            out.push(Unit { here: vec![p], elsewhere: Vec::new() });
+            continue;
+        }
+        if out.iter().any(|u| u.here.first().is_some_and(|q| q.same_group(&p))) {
+            continue;
+        }
+        let mut unit = Unit { here: Vec::new(), elsewhere: Vec::new() };
+        for (j, node) in snapshot.nodes.iter().enumerate() {
+            let members = node.pods.iter().filter(|q| q.same_group(&p)).cloned();
+            if j == i { unit.here.extend(members) } else { unit.elsewhere.extend(members) }
+        }
+        out.push(unit);
+    }
+    out
+}
+
 fn dry_run(
     judge: &Judge<'_>,
     profile: &Profile,
@@ -211,24 +261,25 @@ fn dry_run(
     i: usize,
     budgets: &[Budget],
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
-    let mut potential = potential_victims(pod, snapshot, i);
+    let potential = potential_victims(pod, snapshot, i);
     let name = snapshot.nodes[i].name.clone();
     if potential.is_empty() {
         return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
     }
+    let mut units = units(potential, snapshot, i);
     let base = snapshot.objects.clone();
     let mut node = (*snapshot.nodes[i]).clone();
-    for p in &potential {
+    for p in units.iter().flat_map(|u| &u.here) {
         node.remove_pod(&p.namespace, &p.name);
     }
-    let put = |snapshot: &mut Snapshot, node: &crate::node_info::NodeInfo, gone: &[Arc<PodInfo>]| {
-        evict(profile, snapshot, &base, gone);
+    let put = |snapshot: &mut Snapshot, node: &crate::node_info::NodeInfo, gone: Vec<Arc<PodInfo>>| {
+        evict(profile, snapshot, &base, &gone);
         let mut node = node.clone();
         node.generation = next_generation();
         snapshot.replace_node(i, Arc::new(node));
         snapshot.set_pod_flags(i);
     };
-    put(snapshot, &node, &potential);
+    put(snapshot, &node, units.iter().flat_map(Unit::pods).cloned().collect());
     let st = judge.fits(snapshot, i);
     if !st.is_success() {
         return Err(st);
@@ -240,24 +291,33 @@ fn dry_run(
             return Err(Status::unschedulable(GLOBAL_MAX));
         }
     }
-    potential.sort_by(|a, b| more_important(a, b));
-    let (violating, fine) = split_by_budgets(potential, budgets);
+    // Most important first; a unit a budget protects (any pod of it) before the others.
+    units.sort_by(|a, b| a.before(b));
+    let flat: Vec<Arc<PodInfo>> = units.iter().flat_map(Unit::pods).cloned().collect();
+    let (protected, _) = split_by_budgets(flat, budgets);
+    let is_protected = |p: &Arc<PodInfo>| protected.iter().any(|q| Arc::ptr_eq(q, p));
+    let (violating, fine): (Vec<Unit>, Vec<Unit>) = units.into_iter().partition(|u| u.pods().any(is_protected));
     let both = !violating.is_empty() && !fine.is_empty();
     let mut victims: Vec<Arc<PodInfo>> = Vec::new();
     let mut violations = 0;
-    // Every pod is given back in turn; the ones the pod (and its quota) cannot do
-    // without stay evicted.
-    let mut pending: Vec<Arc<PodInfo>> = violating.iter().chain(&fine).cloned().collect();
+    // Every unit is given back in turn; the ones the pod (and its quota) cannot do
+    // without stay evicted, whole.
+    let mut pending: Vec<Arc<PodInfo>> = violating.iter().chain(&fine).flat_map(Unit::pods).cloned().collect();
     for (group, counts) in [(violating, true), (fine, false)] {
-        for p in group {
-            pending.retain(|q| !Arc::ptr_eq(q, &p));
-            node.add_pod(p.clone());
-            let gone: Vec<Arc<PodInfo>> = victims.iter().chain(&pending).cloned().collect();
-            put(snapshot, &node, &gone);
+        for unit in group {
+            pending.retain(|q| !unit.pods().any(|p| Arc::ptr_eq(p, q)));
+            for p in &unit.here {
+                node.add_pod(p.clone());
+            }
+            put(snapshot, &node, victims.iter().chain(&pending).cloned().collect());
             if !judge.fits(snapshot, i).is_success() {
-                node.remove_pod(&p.namespace, &p.name);
-                victims.push(p);
-                violations += usize::from(counts);
+                for p in &unit.here {
+                    node.remove_pod(&p.namespace, &p.name);
+                }
+                if counts {
+                    violations += unit.pods().filter(|p| is_protected(p)).count();
+                }
+                victims.extend(unit.pods().cloned());
             }
         }
     }

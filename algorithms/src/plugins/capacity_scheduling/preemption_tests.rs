@@ -215,3 +215,31 @@ fn a_pod_over_its_min_does_not_evict_pods_of_its_quota_at_its_own_priority() {
     let message = preempt(&pod("ns1", "p", MID).info(), &mut snap).unwrap_err();
     assert_eq!(message, "0/1 nodes are available: 1 No victims found on node node-a for preemptor pod p.");
 }
+
+/// node-a (full): ns1's own pod, a member of ns2's group `g` and ns2's single pod `s`;
+/// node-b: the other member of `g`. ns2 borrowed beyond its min; ns1's pod is within its.
+fn borrowed_by_a_group(single: i32, group: i32) -> Result<Vec<String>, String> {
+    let member = |name: &str| pod("ns2", name, group).label(crate::pod_info::POD_GROUP_LABEL, "g");
+    let on_b = member("g-1").node_name("node-b").build();
+    let placed = vec![pod("ns1", "mine", MID), member("g-0"), pod("ns2", "s", single)];
+    let mut snap = cluster(placed, &[("ns1", 150, 1000, 50), ("ns2", 50, 1000, 150)]);
+    let node_b = NodeBuilder::new("node-b").capacity("", "150", "32").build();
+    let with_b =
+        crate::builders::snapshot(&[NodeBuilder::new("node-a").capacity("", "150", "32").build(), node_b], &[on_b]);
+    snap.nodes.push(with_b.nodes[1].clone());
+    snap.generations.push(with_b.generations[1]);
+    let mut index = (*snap.index).clone();
+    index.insert("node-b".into(), 1);
+    snap.index = Arc::new(index);
+    let mut victims = preempt(&pod("ns1", "p", HIGH).info(), &mut snap)?;
+    victims.sort();
+    Ok(victims)
+}
+
+#[test]
+fn a_group_member_is_evicted_with_its_whole_group_and_the_group_counts_as_one() {
+    // The single pod matters more: the group goes, with its member on node-b.
+    assert_eq!(borrowed_by_a_group(HIGH, 0), Ok(vec!["g-0".to_string(), "g-1".to_string()]));
+    // The group matters more: it is given back whole, and the single pod alone goes.
+    assert_eq!(borrowed_by_a_group(0, MID), Ok(vec!["s".to_string()]));
+}
