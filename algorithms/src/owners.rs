@@ -70,6 +70,14 @@ pub trait Owner: Send + Sync {
         false
     }
 
+    /// The pods waiting in the scheduling queue (the one being tried included), given
+    /// before each attempt when a plugin of the profile counts them
+    /// ([`crate::framework::FilterPlugin::counts_waiting_pods`]). Returns whether
+    /// `objects` changed.
+    fn waiting(&self, _objects: &mut ClusterObjects, _pending: &mut dyn Iterator<Item = &PodInfo>) -> bool {
+        false
+    }
+
     /// Whether objects arrived that need [`Owner::recount`] (a quota created after the
     /// pods of its namespace were placed).
     fn needs_recount(&self, _objects: &ClusterObjects) -> bool {

@@ -510,8 +510,13 @@ mod tests {
         let used = |c: &Cache| c.objects().quotas().used("team").milli_cpu;
         let pod = |name: &str| PodBuilder::new(name).namespace("team").req("1", "1Gi");
         c.add_pod(pod("early").node_name("a").info()).unwrap();
-        let quota =
-            Quota { name: "q".into(), namespace: "team".into(), min: Default::default(), max: Default::default() };
+        let quota = Quota {
+            name: "q".into(),
+            namespace: "team".into(),
+            min: Default::default(),
+            max: Default::default(),
+            tree: Default::default(),
+        };
         c.objects_mut().quotas_mut().upsert(quota).unwrap();
         c.update_snapshot(&mut snap);
         assert_eq!(used(&c), 1000, "a quota that comes after its pods counts them");

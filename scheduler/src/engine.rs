@@ -19,6 +19,7 @@ use algorithms::framework::{
     EquivalenceCache, EvaluateOptions, Permit, PostFilterResult, evaluate, evaluate_cached, filter_candidates,
     post_filter_failure_message, run_post_filters,
 };
+use algorithms::plugins::registry::OWNERS;
 use algorithms::{Code, Evaluation, PodInfo, Profile, Snapshot};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -356,6 +357,13 @@ impl Cycler {
             engine.queue.gate(&queued.pod.key(), plugin, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));
         };
         let started = Instant::now();
+        if self.profiles.iter().any(|p| p.filters.iter().any(|f| f.counts_waiting_pods())) {
+            // Quota trees divide by demand: the waiting pods count.
+            let objects = engine.cache.objects_mut();
+            for owner in OWNERS {
+                owner.waiting(objects, &mut engine.queue.pods());
+            }
+        }
         engine.cache.update_snapshot(&mut self.snapshot);
         let key = queued.pod.key();
         let nominated =

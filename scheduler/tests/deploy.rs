@@ -98,12 +98,14 @@ fn every_manifest_is_a_valid_kubernetes_object() {
                     if file.to_string_lossy().contains("kube-scheduler") {
                         assert!(!cfg.extenders.is_empty(), "{}: extender stanza", file.display());
                     } else if file.to_string_lossy().contains("quota") {
-                        // The quota profile example: CapacityScheduling at PreFilter, and
+                        // The quota profile examples: their quota plugin at PreFilter, and
                         // as the only PostFilter.
+                        let plugin =
+                            if file.to_string_lossy().contains("tree") { "ElasticQuota" } else { "CapacityScheduling" };
                         let p = &profiles[0];
-                        assert_eq!(p.filters.last().map(|f| f.name()), Some("CapacityScheduling"));
+                        assert_eq!(p.filters.last().map(|f| f.name()), Some(plugin));
                         let post: Vec<&str> = p.post_filters.iter().map(|f| f.name()).collect();
-                        assert_eq!(post, ["CapacityScheduling"]);
+                        assert_eq!(post, [plugin]);
                     } else {
                         // The gpu profile example: DevicePacking on top of the defaults.
                         let scores: Vec<&str> = profiles[0].scores.iter().map(|s| s.plugin.name()).collect();

@@ -111,3 +111,47 @@ fn a_namespace_within_its_min_takes_back_what_another_borrowed() {
     let message = r["failures"]["team-a/a-3"].as_str().unwrap();
     assert!(message.ends_with("No victims found on node node-b for preemptor pod a-3."), "{message}");
 }
+
+#[test]
+fn a_quota_tree_divides_the_cluster_by_guarantee_weight_and_demand() {
+    let cluster = "tests/data/quota-tree-cluster.yaml";
+    let profile = "../deploy/examples/quota-tree-profile.yaml";
+    let r = run_json(&["simulate", "--cluster", cluster, "--config", profile, "--output", "json"]);
+    let placed: Vec<&String> = r["placements"].as_object().unwrap().keys().collect();
+    let want = [
+        "team-a/a-0",
+        "team-a/a-1",
+        "team-a/a-2",
+        "team-a/a-3",
+        "team-a/a-4",
+        "team-b/b-0",
+        "team-b/b-1",
+        "team-b/b-2",
+    ];
+    assert_eq!(placed, want, "{r}");
+    let message = r["failures"]["team-a/a-5"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "0/2 nodes are available: Insufficient quotas, quotaName: team-a, runtime: cpu:5, used: cpu:5, pod's \
+             request: cpu:1, exceedDimensions: [cpu]."
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_quota_tree_reclaims_for_a_quota_below_its_min_and_no_further() {
+    let cluster = "tests/data/quota-tree-reclaim.yaml";
+    let profile = "../deploy/examples/quota-tree-profile.yaml";
+    let r = run_json(&["simulate", "--cluster", cluster, "--config", profile, "--output", "json"]);
+    let victims: Vec<&str> = r["preemptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["victims"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()))
+        .collect();
+    assert_eq!(victims.len(), 2, "{r}");
+    assert!(victims.iter().all(|v| v.starts_with("team-a/")), "{r}");
+    assert!(r["placements"]["team-b/b-0"].is_string() && r["placements"]["team-b/b-1"].is_string(), "{r}");
+    assert!(r["failures"]["team-b/b-2"].as_str().unwrap().contains("No victims found"), "{r}");
+}

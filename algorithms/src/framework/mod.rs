@@ -126,6 +126,13 @@ pub trait FilterPlugin: Send + Sync {
         QueueingHint::Queue
     }
 
+    /// Whether this plugin reads what the pods waiting in the scheduling queue ask for
+    /// (a quota tree's demand): the owners of cluster objects are then told of them
+    /// before each attempt (their `waiting`).
+    fn counts_waiting_pods(&self) -> bool {
+        false
+    }
+
     /// The cluster objects as they would be once `evicted` are gone, for preemption's
     /// dry run (a plugin whose objects hold what pods use frees it here); `None` when
     /// evicting them changes nothing this plugin reads.

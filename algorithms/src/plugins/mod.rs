@@ -1,10 +1,12 @@
 //! kube-scheduler's in-tree plugins, one file each, the default profile, and plugins of
-//! our own and others' that a profile enables by name (DevicePacking, CapacityScheduling).
+//! our own and others' that a profile enables by name (DevicePacking, CapacityScheduling,
+//! ElasticQuota).
 
 pub mod balanced_allocation;
 pub mod capacity_scheduling;
 pub mod device_packing;
 pub mod dynamic_resources;
+pub mod elastic_quota;
 #[cfg(test)]
 mod hints_tests;
 pub mod image_locality;

@@ -9,6 +9,7 @@ use super::balanced_allocation::{self, BalancedAllocation};
 use super::capacity_scheduling;
 use super::device_packing::{self, DevicePacking};
 use super::dynamic_resources;
+use super::elastic_quota;
 use super::image_locality::{self, ImageLocality};
 use super::inter_pod_affinity::{self, InterPodAffinity};
 use super::node_affinity::{self, NodeAffinity};
@@ -62,6 +63,7 @@ pub const PLUGINS: &[Plugin] = &[
     }),
     Plugin::optional(device_packing::NAME, |n, a, _| Ok(Built::score(DevicePacking::new(&parse(n, a)?)?))),
     Plugin::optional(capacity_scheduling::NAME, capacity_scheduling::build).reads_objects(),
+    Plugin::optional(elastic_quota::NAME, elastic_quota::build).reads_objects(),
 ];
 
 /// Builds a plugin from its name, its args (JSON, `None` for the defaults) and the gates.
@@ -288,6 +290,7 @@ mod tests {
             &names[14..],
             [
                 "CapacityScheduling",
+                "ElasticQuota",
                 "NodeResourcesBalancedAllocation",
                 "ImageLocality",
                 "DevicePacking",
@@ -303,7 +306,8 @@ mod tests {
                 "VolumeBinding",
                 "VolumeZone",
                 "DynamicResources",
-                "CapacityScheduling"
+                "CapacityScheduling",
+                "ElasticQuota"
             ]
         );
     }

@@ -11,8 +11,12 @@
 
 pub mod api;
 pub mod kinds;
+pub mod runtime;
 #[cfg(test)]
 mod tests;
+pub mod tree;
+#[cfg(test)]
+mod tree_tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,6 +47,8 @@ pub struct Quota {
     pub min: Resource,
     /// The most the namespace may use: a resource `spec.max` does not name is unlimited.
     pub max: Resource,
+    /// Its place in a quota tree (Koordinator's labels and annotations).
+    pub tree: tree::Place,
 }
 
 impl Quota {
@@ -55,7 +61,8 @@ impl Quota {
         let empty = BTreeMap::new();
         let min = amounts(q.spec.min.as_ref().unwrap_or(&empty), 0).map_err(|e| format!("spec.min: {e}"))?;
         let max = amounts(q.spec.max.as_ref().unwrap_or(&empty), i64::MAX).map_err(|e| format!("spec.max: {e}"))?;
-        Ok(Quota { name, namespace, min, max })
+        let tree = tree::Place::from_api(q)?;
+        Ok(Quota { name, namespace, min, max, tree })
     }
 
     /// `namespace/name`.
@@ -121,6 +128,15 @@ pub struct QuotaState {
     used: HashMap<String, Resource>,
     /// Namespaces whose quota arrived since their placed pods were last counted.
     fresh: Vec<String>,
+    /// Every quota by name, for quota trees (a name is read once).
+    named: HashMap<String, Arc<Quota>>,
+    /// What the placed pods of each quota of a tree request together (a pod's quota is
+    /// the one its label names, else its namespace's).
+    used_by: HashMap<String, Resource>,
+    /// What the pods waiting in the scheduling queue ask of each quota of a tree.
+    waiting: HashMap<String, Resource>,
+    /// Quotas by name that arrived since their placed pods were last counted.
+    fresh_names: Vec<String>,
 }
 
 impl ObjectPart for QuotaState {}
@@ -152,8 +168,18 @@ impl QuotaState {
     }
 
     /// Stores a quota; returns whether it replaced one. A namespace keeps the first
-    /// quota it got: another one there is not stored (`Err` names the one kept).
+    /// quota it got as its own: another one there is kept only as a quota of a tree
+    /// (`Err` names the namespace's), and a name only its first quota.
     pub fn upsert(&mut self, quota: Quota) -> Result<bool, String> {
+        match self.named.get(&quota.name) {
+            Some(kept) if kept.namespace != quota.namespace => {}
+            kept => {
+                if kept.is_none() && !self.fresh_names.contains(&quota.name) {
+                    self.fresh_names.push(quota.name.clone());
+                }
+                self.named.insert(quota.name.clone(), Arc::new(quota.clone()));
+            }
+        }
         if let Some(kept) = self.quotas.get(&quota.namespace)
             && kept.name != quota.name
         {
@@ -172,30 +198,118 @@ impl QuotaState {
 
     /// Whether a quota arrived whose namespace's placed pods are not counted yet.
     pub fn needs_recount(&self) -> bool {
-        !self.fresh.is_empty()
+        !self.fresh.is_empty() || !self.fresh_names.is_empty()
     }
 
     /// Counts afresh the use of the namespaces whose quota arrived since the last count,
     /// from every placed pod.
     pub fn recount(&mut self, placed: &mut dyn Iterator<Item = &crate::pod_info::PodInfo>) {
         let fresh = std::mem::take(&mut self.fresh);
+        let names = std::mem::take(&mut self.fresh_names);
         for ns in &fresh {
             self.used.remove(ns);
         }
-        for pod in placed.filter(|p| fresh.contains(&p.namespace)) {
-            self.charge(&pod.namespace, &pod.requests.requests);
+        for name in &names {
+            self.used_by.remove(name);
         }
+        for pod in placed {
+            if fresh.contains(&pod.namespace) {
+                self.charge(&pod.namespace, &pod.requests.requests);
+            }
+            if let Some(name) = self.tree_quota_of(pod).filter(|n| names.iter().any(|m| m == n)).map(str::to_string) {
+                add(&mut self.used_by, &name, &pod.requests.requests);
+            }
+        }
+    }
+
+    /// The quota of a tree `pod` counts against: the one its label names, else its
+    /// namespace's.
+    pub fn tree_quota_of(&self, pod: &crate::pod_info::PodInfo) -> Option<&str> {
+        match pod.labels.get(tree::QUOTA_NAME_LABEL) {
+            Some(name) if self.named.contains_key(name) => self.named.get(name).map(|q| q.name.as_str()),
+            _ => self.quotas.get(&pod.namespace).map(|q| q.name.as_str()),
+        }
+    }
+
+    /// A quota by name.
+    pub fn named(&self, name: &str) -> Option<&Quota> {
+        self.named.get(name).map(|q| &**q)
+    }
+
+    /// Every quota by name, in no particular order.
+    pub fn all_named(&self) -> impl Iterator<Item = &Quota> {
+        self.named.values().map(|q| &**q)
+    }
+
+    /// What the placed pods of a tree's quota request together.
+    pub fn used_by(&self, name: &str) -> &Resource {
+        self.used_by.get(name).unwrap_or(&NOTHING)
+    }
+
+    /// What the waiting pods ask of a tree's quota.
+    pub fn waiting(&self, name: &str) -> &Resource {
+        self.waiting.get(name).unwrap_or(&NOTHING)
+    }
+
+    /// Whether `pod` counts against any quota.
+    pub fn governs(&self, pod: &crate::pod_info::PodInfo) -> bool {
+        self.quotas.contains_key(&pod.namespace) || self.tree_quota_of(pod).is_some()
+    }
+
+    /// Charges a placed pod to its namespace's quota and its quota of a tree.
+    pub fn charge_pod(&mut self, pod: &crate::pod_info::PodInfo) {
+        self.charge(&pod.namespace, &pod.requests.requests);
+        if let Some(name) = self.tree_quota_of(pod).map(str::to_string) {
+            add(&mut self.used_by, &name, &pod.requests.requests);
+        }
+    }
+
+    /// Takes back what [`QuotaState::charge_pod`] charged.
+    pub fn discharge_pod(&mut self, pod: &crate::pod_info::PodInfo) {
+        self.discharge(&pod.namespace, &pod.requests.requests);
+        if let Some(name) = self.tree_quota_of(pod).map(str::to_string)
+            && let Some(used) = self.used_by.get_mut(&name)
+        {
+            used.sub(&pod.requests.requests);
+        }
+    }
+
+    /// Counts what the waiting pods ask of each quota of a tree, afresh.
+    pub fn set_waiting(&mut self, pods: &mut dyn Iterator<Item = &crate::pod_info::PodInfo>) {
+        let mut waiting: HashMap<String, Resource> = HashMap::default();
+        for pod in pods {
+            if let Some(name) = self.tree_quota_of(pod) {
+                add(&mut waiting, name, &pod.requests.requests);
+            }
+        }
+        self.waiting = waiting;
     }
 
     /// Removes the quota `namespace/name`; returns it if it was stored.
     pub fn remove(&mut self, key: &str) -> Option<Arc<Quota>> {
         let (namespace, name) = key.split_once('/')?;
-        if self.quotas.get(namespace)?.name != name {
-            return None;
+        let named = self.named.get(name).filter(|q| q.namespace == namespace).cloned();
+        if named.is_some() {
+            self.remove_named(key);
+        }
+        if self.quotas.get(namespace).is_none_or(|q| q.name != name) {
+            return named;
         }
         self.used.remove(namespace);
         self.fresh.retain(|ns| ns != namespace);
         self.quotas.remove(namespace)
+    }
+
+    /// Removes the quota `namespace/name` from the quotas of trees; returns whether it
+    /// was there.
+    pub fn remove_named(&mut self, key: &str) -> bool {
+        let Some((namespace, name)) = key.split_once('/') else { return false };
+        if self.named.get(name).is_none_or(|q| q.namespace != namespace) {
+            return false;
+        }
+        self.used_by.remove(name);
+        self.fresh_names.retain(|n| n != name);
+        self.named.remove(name).is_some()
     }
 
     /// Charges `request` to a namespace (a pod placed there) that has a quota.
@@ -231,6 +345,16 @@ impl QuotaState {
             min.add(&q.min);
         }
         exceeds(&used, &NOTHING, &min, 0)
+    }
+}
+
+/// Adds `request` to the amount of `name`.
+fn add(map: &mut HashMap<String, Resource>, name: &str, request: &Resource) {
+    match map.get_mut(name) {
+        Some(r) => r.add(request),
+        None => {
+            map.insert(name.to_string(), request.clone());
+        }
     }
 }
 

@@ -21,7 +21,7 @@ fn res(cpu: i64, mem: i64, gpu: Option<i64>, storage: i64) -> Resource {
 }
 
 fn quota(min: Resource, max: Resource) -> Quota {
-    Quota { name: "q".into(), namespace: "ns1".into(), min, max }
+    Quota { name: "q".into(), namespace: "ns1".into(), min, max, tree: Default::default() }
 }
 
 fn list(items: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
@@ -169,7 +169,13 @@ fn names_a_quota_does_not_count_are_left_out_and_bad_amounts_are_errors() {
 fn the_aggregate_check_adds_every_quotas_use_against_every_quotas_min() {
     let mut st = QuotaState::default();
     for ns in ["ns1", "ns2"] {
-        let q = Quota { name: ns.into(), namespace: ns.into(), min: res(0, 1000, None, 0), max: res(0, 2000, None, 0) };
+        let q = Quota {
+            name: ns.into(),
+            namespace: ns.into(),
+            min: res(0, 1000, None, 0),
+            max: res(0, 2000, None, 0),
+            tree: Default::default(),
+        };
         assert_eq!(st.upsert(q), Ok(false));
     }
     for (ns, used) in [("ns1", 1800), ("ns2", 200), ("free", 5000)] {
@@ -190,11 +196,13 @@ fn a_namespace_keeps_its_first_quota_and_removal_names_it() {
         namespace: "ns1".into(),
         min: res(1, 1, None, 0),
         max: res(2, 2, None, 0),
+        tree: Default::default(),
     };
     assert_eq!(st.upsert(q("a")), Ok(false));
     assert_eq!(st.upsert(q("a")), Ok(true));
     assert!(st.upsert(q("b")).unwrap_err().contains("already has ElasticQuota a"));
-    assert!(st.remove("ns1/b").is_none());
+    assert!(st.remove("ns1/b").is_some(), "b was kept as a quota of a tree");
+    assert_eq!(st.quota("ns1").map(|q| q.name.as_str()), Some("a"), "the namespace's own stays");
     assert_eq!(st.remove("ns1/a").map(|q| q.name.clone()), Some("a".to_string()));
     assert!(st.is_empty());
 }

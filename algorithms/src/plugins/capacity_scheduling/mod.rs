@@ -158,12 +158,12 @@ impl FilterPlugin for CapacityScheduling {
         evicted: &[std::sync::Arc<PodInfo>],
     ) -> Option<crate::objects::ClusterObjects> {
         let quotas = objects.quotas();
-        if evicted.iter().all(|p| quotas.quota(&p.namespace).is_none()) {
+        if !evicted.iter().any(|p| quotas.governs(p)) {
             return None;
         }
         let mut after = objects.clone();
         for p in evicted {
-            after.quotas_mut().discharge(&p.namespace, &p.requests.requests);
+            after.quotas_mut().discharge_pod(p);
         }
         Some(after)
     }

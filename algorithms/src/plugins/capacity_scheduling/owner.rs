@@ -36,19 +36,27 @@ impl Owner for Quotas {
     }
 
     fn pod_placed(&self, objects: &mut ClusterObjects, pod: &PodInfo) -> bool {
-        // Only a namespace with a quota is counted (a quota that comes later recounts).
-        if objects.quotas().quota(&pod.namespace).is_none() {
+        // Only a pod some quota governs is counted (a quota that comes later recounts).
+        if !objects.quotas().governs(pod) {
             return false;
         }
-        objects.quotas_mut().charge(&pod.namespace, &pod.requests.requests);
+        objects.quotas_mut().charge_pod(pod);
         true
     }
 
     fn pod_unplaced(&self, objects: &mut ClusterObjects, pod: &PodInfo) -> bool {
-        if objects.quotas().quota(&pod.namespace).is_none() {
+        if !objects.quotas().governs(pod) {
             return false;
         }
-        objects.quotas_mut().discharge(&pod.namespace, &pod.requests.requests);
+        objects.quotas_mut().discharge_pod(pod);
+        true
+    }
+
+    fn waiting(&self, objects: &mut ClusterObjects, pending: &mut dyn Iterator<Item = &PodInfo>) -> bool {
+        if objects.quotas().is_empty() {
+            return false;
+        }
+        objects.quotas_mut().set_waiting(pending);
         true
     }
 

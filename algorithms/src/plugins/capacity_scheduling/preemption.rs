@@ -38,6 +38,21 @@ pub const NO_STATE: &str = "not eligible due to failed to read from cycleState";
 /// A node where evicting every victim would still leave the pod's quota refusing it.
 pub const GLOBAL_MAX: &str = "global quota max exceeded";
 
+/// What decides preemption under quotas: who may preempt, whom, and whether the pod's
+/// quota holds it once the victims are gone. CapacityScheduling's rules are
+/// [`FlatRules`]; quota trees have their own.
+pub trait Rules {
+    /// The plugin whose PreFilter state the rules read.
+    fn plugin(&self) -> &'static str;
+    /// Whether a terminating pod on the pod's nominated node (of `snapshot`, node `i`)
+    /// makes it wait rather than preempt again.
+    fn blocked_by_terminating(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> bool;
+    /// The pods on node `i` the pod may evict, least important first.
+    fn potential(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> Vec<Arc<PodInfo>>;
+    /// Whether the pod's quota still refuses it in `snapshot` (victims gone).
+    fn refuses(&self, pod: &PodInfo, snapshot: &Snapshot) -> bool;
+}
+
 impl PostFilterPlugin for CapacityScheduling {
     fn name(&self) -> &'static str {
         NAME
@@ -51,62 +66,71 @@ impl PostFilterPlugin for CapacityScheduling {
         ev: &Evaluation,
         _: &mut dyn RngCore,
     ) -> PostFilterResult {
-        if let Err(message) = eligible(profile, pod, snapshot, ev) {
+        preempt(&FlatRules, profile, pod, snapshot, ev)
+    }
+}
+
+/// Preemption under `rules` for `pod`, which fit nowhere in `ev`: a nomination, or why
+/// not. `snapshot` is changed during the dry runs and restored.
+pub fn preempt(
+    rules: &dyn Rules,
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &mut Snapshot,
+    ev: &Evaluation,
+) -> PostFilterResult {
+    if let Err(message) = eligible(rules, profile, pod, snapshot, ev) {
+        return PostFilterResult::Unschedulable { message, clear: false };
+    }
+    let potential: Vec<usize> = match &ev.prefilter_rejection {
+        Some(st) if st.code == Code::Unschedulable => (0..snapshot.len()).collect(),
+        Some(_) => Vec::new(),
+        None => ev.rejected.iter().filter(|(_, st)| st.code == Code::Unschedulable).map(|(i, _)| i).collect(),
+    };
+    let budgets = snapshot.budgets.clone();
+    let judge = Judge::new(profile, pod, snapshot);
+    let (mut clean, mut violating) = (Vec::new(), Vec::new());
+    let mut statuses: BTreeMap<usize, Status> = BTreeMap::new();
+    let mut errors = Vec::new();
+    // Every potential node is dry-run, from the first.
+    for &i in &potential {
+        match victims_on(rules, &judge, profile, pod, snapshot, i, &budgets) {
+            Ok((victims, _)) if victims.is_empty() => {
+                let message = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
+                errors.push(message.clone());
+                statuses.insert(i, Status::error(message));
+            }
+            Ok((victims, pdb_violations)) => {
+                let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
+                list.push(Candidate { node: i, victims, pdb_violations });
+            }
+            Err(st) => {
+                if st.code == Code::Error {
+                    errors.push(st.message());
+                }
+                statuses.insert(i, st);
+            }
+        }
+    }
+    let found: Vec<Candidate> = clean.into_iter().chain(violating).collect();
+    if found.is_empty() {
+        if !errors.is_empty() {
+            let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
             return PostFilterResult::Unschedulable { message, clear: false };
         }
-        let potential: Vec<usize> = match &ev.prefilter_rejection {
-            Some(st) if st.code == Code::Unschedulable => (0..snapshot.len()).collect(),
-            Some(_) => Vec::new(),
-            None => ev.rejected.iter().filter(|(_, st)| st.code == Code::Unschedulable).map(|(i, _)| i).collect(),
-        };
-        let budgets = snapshot.budgets.clone();
-        let judge = Judge::new(profile, pod, snapshot);
-        let (mut clean, mut violating) = (Vec::new(), Vec::new());
-        let mut statuses: BTreeMap<usize, Status> = BTreeMap::new();
-        let mut errors = Vec::new();
-        // Every potential node is dry-run, from the first.
-        for &i in &potential {
-            match victims_on(&judge, profile, pod, snapshot, i, &budgets) {
-                Ok((victims, _)) if victims.is_empty() => {
-                    let message = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
-                    errors.push(message.clone());
-                    statuses.insert(i, Status::error(message));
-                }
-                Ok((victims, pdb_violations)) => {
-                    let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
-                    list.push(Candidate { node: i, victims, pdb_violations });
-                }
-                Err(st) => {
-                    if st.code == Code::Error {
-                        errors.push(st.message());
-                    }
-                    statuses.insert(i, st);
-                }
-            }
-        }
-        let found: Vec<Candidate> = clean.into_iter().chain(violating).collect();
-        if found.is_empty() {
-            if !errors.is_empty() {
-                let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
-                return PostFilterResult::Unschedulable { message, clear: false };
-            }
-            return PostFilterResult::Unschedulable { message: summary(snapshot.len(), &statuses), clear: true };
-        }
-        let found = match &profile.extenders {
-            Some(x) => match x.preempt(pod, snapshot, found) {
-                Ok(found) => found,
-                Err(message) => return PostFilterResult::Stopped(message),
-            },
-            None => found,
-        };
-        if found.is_empty() {
-            return PostFilterResult::Unschedulable {
-                message: "no candidate node for preemption".into(),
-                clear: false,
-            };
-        }
-        PostFilterResult::Nominate(pick_one(found))
+        return PostFilterResult::Unschedulable { message: summary(snapshot.len(), &statuses), clear: true };
     }
+    let found = match &profile.extenders {
+        Some(x) => match x.preempt(pod, snapshot, found) {
+            Ok(found) => found,
+            Err(message) => return PostFilterResult::Stopped(message),
+        },
+        None => found,
+    };
+    if found.is_empty() {
+        return PostFilterResult::Unschedulable { message: "no candidate node for preemption".into(), clear: false };
+    }
+    PostFilterResult::Nominate(pick_one(found))
 }
 
 /// `0/N nodes are available: …` over the nodes dry-run, the others not helpful.
@@ -123,15 +147,22 @@ fn summary(all: usize, statuses: &BTreeMap<usize, Status>) -> String {
     FitSummary { num_nodes: all, reasons, prefilter_message: None }.message()
 }
 
-/// Whether `pod` may preempt (scheduler-plugins' quota-aware PodEligibleToPreemptOthers);
-/// the reason when not.
-pub fn eligible(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &Evaluation) -> Result<(), String> {
+/// Whether `pod` may preempt (the quota-aware PodEligibleToPreemptOthers); the reason
+/// when not.
+pub fn eligible(
+    rules: &dyn Rules,
+    profile: &Profile,
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    ev: &Evaluation,
+) -> Result<(), String> {
     if pod.never_preempts {
         return Err(NEVER.into());
     }
     if let Some(st) = &ev.prefilter_rejection {
         let at = |name: &str| profile.filters.iter().position(|f| f.name() == name);
-        if st.plugin != NAME && at(st.plugin).zip(at(NAME)).is_none_or(|(them, us)| them < us) {
+        let us = rules.plugin();
+        if st.plugin != us && at(st.plugin).zip(at(us)).is_none_or(|(them, us)| them < us) {
             return Err(NO_STATE.into());
         }
     }
@@ -141,28 +172,53 @@ pub fn eligible(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, ev: &Eval
     if status == Some(Code::UnschedulableAndUnresolvable) {
         return Ok(());
     }
-    let quotas = snapshot.objects.quotas();
-    let leaving = snapshot.nodes[i].pods.iter().filter(|p| p.terminating);
-    let blocked = match quotas.quota(&pod.namespace) {
-        Some(quota) => {
-            let more_than_min =
-                quota.over_min_with(quotas.used(&pod.namespace), &asked(quotas, pod, snapshot).in_quota);
-            leaving.filter_map(|p| Some((p, quotas.quota(&p.namespace)?))).any(|(p, theirs)| {
-                if p.namespace == pod.namespace {
-                    p.priority < pod.priority
-                } else {
-                    !more_than_min && theirs.over_min(quotas.used(&p.namespace))
-                }
-            })
+    if rules.blocked_by_terminating(pod, snapshot, i) { Err(TERMINATING.into()) } else { Ok(()) }
+}
+
+/// scheduler-plugins' CapacityScheduling rules over flat quotas, one per namespace.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FlatRules;
+
+impl Rules for FlatRules {
+    fn plugin(&self) -> &'static str {
+        NAME
+    }
+
+    fn blocked_by_terminating(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> bool {
+        let quotas = snapshot.objects.quotas();
+        let leaving = snapshot.nodes[i].pods.iter().filter(|p| p.terminating);
+        match quotas.quota(&pod.namespace) {
+            Some(quota) => {
+                let more_than_min =
+                    quota.over_min_with(quotas.used(&pod.namespace), &asked(quotas, pod, snapshot).in_quota);
+                leaving.filter_map(|p| Some((p, quotas.quota(&p.namespace)?))).any(|(p, theirs)| {
+                    if p.namespace == pod.namespace {
+                        p.priority < pod.priority
+                    } else {
+                        !more_than_min && theirs.over_min(quotas.used(&p.namespace))
+                    }
+                })
+            }
+            None => leaving.filter(|p| quotas.quota(&p.namespace).is_none()).any(|p| p.priority < pod.priority),
         }
-        None => leaving.filter(|p| quotas.quota(&p.namespace).is_none()).any(|p| p.priority < pod.priority),
-    };
-    if blocked { Err(TERMINATING.into()) } else { Ok(()) }
+    }
+
+    fn potential(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> Vec<Arc<PodInfo>> {
+        potential_victims(pod, snapshot, i)
+    }
+
+    fn refuses(&self, pod: &PodInfo, snapshot: &Snapshot) -> bool {
+        let quotas = snapshot.objects.quotas();
+        let Some(quota) = quotas.quota(&pod.namespace) else { return false };
+        let request = &pod.requests.requests;
+        quota.over_max_with(quotas.used(&pod.namespace), request) || quotas.aggregated_over_min_with(request)
+    }
 }
 
 /// The victims on node `i` (most important first) and how many of them a budget
 /// protects, or why node `i` is no candidate. `snapshot` is restored.
 pub fn victims_on(
+    rules: &dyn Rules,
     judge: &Judge<'_>,
     profile: &Profile,
     pod: &PodInfo,
@@ -172,7 +228,7 @@ pub fn victims_on(
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
     let original = snapshot.nodes[i].clone();
     let base = snapshot.objects.clone();
-    let result = dry_run(judge, profile, pod, snapshot, i, budgets);
+    let result = dry_run(rules, judge, profile, pod, snapshot, i, budgets);
     snapshot.replace_node(i, original);
     snapshot.set_pod_flags(i);
     snapshot.objects = base;
@@ -254,6 +310,7 @@ fn units(potential: Vec<Arc<PodInfo>>, snapshot: &Snapshot, i: usize) -> Vec<Uni
 }
 
 fn dry_run(
+    rules: &dyn Rules,
     judge: &Judge<'_>,
     profile: &Profile,
     pod: &PodInfo,
@@ -261,7 +318,7 @@ fn dry_run(
     i: usize,
     budgets: &[Budget],
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
-    let potential = potential_victims(pod, snapshot, i);
+    let potential = rules.potential(pod, snapshot, i);
     let name = snapshot.nodes[i].name.clone();
     if potential.is_empty() {
         return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
@@ -284,12 +341,8 @@ fn dry_run(
     if !st.is_success() {
         return Err(st);
     }
-    let quotas = snapshot.objects.quotas();
-    if let Some(quota) = quotas.quota(&pod.namespace) {
-        let request = &pod.requests.requests;
-        if quota.over_max_with(quotas.used(&pod.namespace), request) || quotas.aggregated_over_min_with(request) {
-            return Err(Status::unschedulable(GLOBAL_MAX));
-        }
+    if rules.refuses(pod, snapshot) {
+        return Err(Status::unschedulable(GLOBAL_MAX));
     }
     // Most important first; a unit a budget protects (any pod of it) before the others.
     units.sort_by(|a, b| a.before(b));

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::preemption::{NEVER, NO_STATE, TERMINATING, eligible};
+use super::preemption::{FlatRules, NEVER, NO_STATE, TERMINATING, eligible};
 use super::*;
 use crate::builders::{NodeBuilder, PodBuilder};
 use crate::framework::{EvaluateOptions, Evaluation, PostFilterPlugin, PostFilterResult, Profile, evaluate};
@@ -136,7 +136,7 @@ fn eligible_with(preemptor: PodInfo, placed: Vec<PodBuilder>, quotas: &[(&str, i
     let snap = cluster(placed, quotas);
     let mut rng = rand::rngs::mock::StepRng::new(0, 1);
     let ev = evaluate(&profile(), &preemptor, &snap, &mut rng, EvaluateOptions::default());
-    eligible(&profile(), &preemptor, &snap, &ev)
+    eligible(&FlatRules, &profile(), &preemptor, &snap, &ev)
 }
 
 #[test]
@@ -203,9 +203,9 @@ fn a_pod_a_pre_filter_before_the_quotas_rejected_is_not_eligible() {
         status.plugin = plugin;
         Evaluation { prefilter_rejection: Some(status), ..Default::default() }
     };
-    assert_eq!(eligible(&profile, &p, &snap, &rejected_by("NodeAffinity")), Err(NO_STATE.into()));
-    assert_eq!(eligible(&profile, &p, &snap, &rejected_by(NAME)), Ok(()));
-    assert_eq!(eligible(&profile, &p, &snap, &rejected_by("NodePorts")), Ok(()), "its PreFilter ran first");
+    assert_eq!(eligible(&FlatRules, &profile, &p, &snap, &rejected_by("NodeAffinity")), Err(NO_STATE.into()));
+    assert_eq!(eligible(&FlatRules, &profile, &p, &snap, &rejected_by(NAME)), Ok(()));
+    assert_eq!(eligible(&FlatRules, &profile, &p, &snap, &rejected_by("NodePorts")), Ok(()), "its PreFilter ran first");
 }
 
 #[test]

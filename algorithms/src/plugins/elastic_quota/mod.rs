@@ -1,0 +1,151 @@
+//! ElasticQuota: quota trees with Koordinator's conventions (`crate::quotas::tree`) over
+//! the same ElasticQuotas CapacityScheduling reads.
+//!
+//! Each quota's runtime share of the cluster (`crate::quotas::runtime`) follows from the
+//! guarantees, the weights and the demand of every quota: what their placed pods and
+//! the pods waiting in the scheduling queue ask for. PreFilter admits a pod while its
+//! quota's use and its request stay within that share in every resource the quota's `max`
+//! names, with Koordinator's message; a pod no quota governs is not its concern. What a
+//! quota uses is kept by the cache as it places and removes pods (the quotas' owner).
+//! PostFilter reclaims (`preemption.rs`).
+
+pub mod preemption;
+#[cfg(test)]
+mod tests;
+
+use super::roles::Built;
+use crate::events::{ClusterEvent, QueueingHint};
+use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+use crate::quotas::kinds::ELASTIC_QUOTA;
+use crate::quotas::{QuotaObjects, QuotaState, runtime};
+use crate::resource::{Resource, format_amount};
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+
+/// Plugin name (Koordinator's).
+pub const NAME: &str = "ElasticQuota";
+
+/// Builds the plugin (it takes no args): PreFilter and PostFilter.
+pub fn build(
+    _: &str,
+    _: Option<&serde_json::Value>,
+    _: crate::features::FeatureGates,
+) -> Result<Built, super::ArgsError> {
+    let plugin = std::sync::Arc::new(ElasticQuota);
+    Ok(Built { filter: Some(plugin.clone()), post_filter: Some(plugin), ..Default::default() })
+}
+
+/// The plugin.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ElasticQuota;
+
+/// What the nodes of `snapshot` can hold together.
+pub fn cluster_total(snapshot: &Snapshot) -> Resource {
+    let mut total = Resource::default();
+    for n in &snapshot.nodes {
+        total.add(&n.allocatable);
+    }
+    total
+}
+
+/// A quota's figures for one pod: its runtime share, its use and the pod's request, in
+/// the resources its `max` names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// The quota's name.
+    pub quota: String,
+    /// The resources its `max` names.
+    pub limited: Vec<String>,
+    /// Its runtime share.
+    pub runtime: Resource,
+    /// What its placed pods request.
+    pub used: Resource,
+}
+
+impl Standing {
+    /// The resources in which `request` does not fit: use and request over runtime.
+    pub fn exceeded(&self, request: &Resource) -> Vec<&str> {
+        self.limited
+            .iter()
+            .filter(|r| self.used.get(r).saturating_add(request.get(r)) > self.runtime.get(r))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// The standing of `pod`'s quota, if a quota of a tree governs it.
+pub fn standing(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Standing> {
+    let name = state.tree_quota_of(pod)?;
+    let quota = state.named(name)?;
+    let shares = runtime::shares(state, &cluster_total(snapshot));
+    Some(Standing {
+        quota: name.to_string(),
+        limited: quota.tree.limited.clone(),
+        runtime: shares.get(name).cloned().unwrap_or_default(),
+        used: state.used_by(name).clone(),
+    })
+}
+
+/// `cpu:2,memory:1Gi` over `names`.
+fn list(r: &Resource, names: &[String]) -> String {
+    names.iter().map(|n| format!("{n}:{}", format_amount(n, r.get(n)))).collect::<Vec<_>>().join(",")
+}
+
+/// Why the quota tree refuses `pod`, if it does.
+pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Status> {
+    let s = standing(state, pod, snapshot)?;
+    let request = &pod.requests.requests;
+    let exceeded = s.exceeded(request);
+    if exceeded.is_empty() {
+        return None;
+    }
+    let message = format!(
+        "Insufficient quotas, quotaName: {}, runtime: {}, used: {}, pod's request: {}, exceedDimensions: [{}]",
+        s.quota,
+        list(&s.runtime, &s.limited),
+        list(&s.used, &s.limited),
+        list(request, &s.limited),
+        exceeded.join(" ")
+    );
+    Some(Status::unschedulable(message))
+}
+
+impl FilterPlugin for ElasticQuota {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
+        match refusal(snapshot.objects.quotas(), pod, snapshot) {
+            Some(status) => PreFilterOutcome::reject(status),
+            None => PreFilterOutcome::skip(),
+        }
+    }
+
+    fn filter(&self, _: &PluginState, _: &PodInfo, _: &NodeInfo) -> Status {
+        Status::success()
+    }
+
+    fn counts_waiting_pods(&self) -> bool {
+        true
+    }
+
+    fn after_eviction(
+        &self,
+        objects: &crate::objects::ClusterObjects,
+        evicted: &[std::sync::Arc<PodInfo>],
+    ) -> Option<crate::objects::ClusterObjects> {
+        super::capacity_scheduling::CapacityScheduling.after_eviction(objects, evicted)
+    }
+
+    fn queueing_hint(&self, _pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {
+        QueueingHint::from_bool(match event {
+            // A pod that leaves frees its quota's use; a node added grows every share.
+            ClusterEvent::PodDeleted(_) | ClusterEvent::NodeAdded(_) => true,
+            ClusterEvent::Object(e) => e.kind == ELASTIC_QUOTA,
+            _ => false,
+        })
+    }
+}

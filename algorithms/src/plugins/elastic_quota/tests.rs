@@ -1,0 +1,101 @@
+//! ElasticQuota's admission by runtime share and its reclaim, in our own cases: one node
+//! of 8 CPUs, quotas `a` and `b` in their own namespaces (min 2, max 8 CPUs each, weights
+//! their max).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::preemption::{PREEMPTIBLE_LABEL, TreeRules};
+use super::*;
+use crate::builders::{NodeBuilder, PodBuilder};
+use crate::objects::ClusterObjects;
+use crate::plugins::capacity_scheduling::preemption::Rules;
+use crate::quotas::{ElasticQuota as Api, Quota};
+
+fn quota(name: &str) -> Quota {
+    let cpu = |v: &str| -> BTreeMap<String, Quantity> { [("cpu".to_string(), Quantity(v.into()))].into() };
+    Quota::from_api(&Api {
+        metadata: ObjectMeta { name: Some(name.into()), namespace: Some(name.into()), ..Default::default() },
+        spec: crate::quotas::api::ElasticQuotaSpec { min: Some(cpu("2")), max: Some(cpu("8")) },
+        status: None,
+    })
+    .unwrap()
+}
+
+fn pod(ns: &str, name: &str, priority: i32) -> PodBuilder {
+    PodBuilder::new(name).namespace(ns).req("1", "").priority(priority)
+}
+
+/// The node with `placed` on it; the quotas charged with them and told of `waiting`.
+fn cluster(placed: &[PodInfo], waiting: &[PodInfo]) -> Snapshot {
+    let node = NodeBuilder::new("n").capacity("8", "64Gi", "110").build();
+    let mut snap = crate::builders::snapshot(&[node], &[]);
+    let mut n = (*snap.nodes[0]).clone();
+    let mut objects = ClusterObjects::default();
+    objects.quotas_mut().upsert(quota("a")).unwrap();
+    objects.quotas_mut().upsert(quota("b")).unwrap();
+    for p in placed {
+        let mut p = p.clone();
+        p.node_name = Some("n".into());
+        objects.quotas_mut().charge_pod(&p);
+        n.add_pod(Arc::new(p));
+    }
+    objects.quotas_mut().set_waiting(&mut waiting.iter());
+    snap.replace_node(0, Arc::new(n));
+    snap.objects = Arc::new(objects);
+    snap
+}
+
+#[test]
+fn a_pod_is_admitted_while_its_quota_stays_within_its_runtime_share() {
+    let placed: Vec<PodInfo> = (0..6).map(|i| pod("a", &format!("a-{i}"), 0).info()).collect();
+    let (next_a, next_b) = (pod("a", "a-next", 0).info(), pod("b", "b-0", 0).info());
+    let waiting = [
+        next_a.clone(),
+        next_b.clone(),
+        pod("b", "b-1", 0).info(),
+        pod("b", "b-2", 0).info(),
+        pod("b", "b-3", 0).info(),
+    ];
+    let snap = cluster(&placed, &waiting);
+    // a asks for 7, b for 4: each gets its min of 2, and the 4 left go 2 and 2.
+    let st = standing(snap.objects.quotas(), &next_a, &snap).unwrap();
+    assert_eq!(st.runtime.milli_cpu, 4000);
+    let refused = ElasticQuota.pre_filter(&next_a, &snap).status;
+    assert_eq!(
+        refused.message(),
+        "Insufficient quotas, quotaName: a, runtime: cpu:4, used: cpu:6, pod's request: cpu:1, exceedDimensions: [cpu]"
+    );
+    assert!(ElasticQuota.pre_filter(&next_b, &snap).status.is_skip(), "b is within its share");
+    // With nobody else asking, a may borrow everything up to its max.
+    let alone = cluster(&placed, &[next_a.clone()]);
+    assert!(ElasticQuota.pre_filter(&next_a, &alone).status.is_skip());
+    let free = PodBuilder::new("f").namespace("elsewhere").req("1", "").info();
+    assert!(ElasticQuota.pre_filter(&free, &snap).status.is_skip(), "a pod no quota governs");
+}
+
+#[test]
+fn a_quota_within_its_min_reclaims_from_one_over_its_share_down_to_the_share() {
+    let mut placed: Vec<PodInfo> = (0..5).map(|i| pod("a", &format!("a-{i}"), 100).info()).collect();
+    placed.push(pod("a", "keep", 100).label(PREEMPTIBLE_LABEL, "false").info());
+    let b = pod("b", "b-0", 0).info();
+    let waiting = [b.clone(), pod("b", "b-1", 0).info(), pod("b", "b-2", 0).info(), pod("b", "b-3", 0).info()];
+    let snap = cluster(&placed, &waiting);
+    // a uses 6 of a share of 4: two of its preemptible pods, whatever their priority.
+    let victims = TreeRules.potential(&b, &snap, 0);
+    assert_eq!(victims.len(), 2, "{victims:?}");
+    assert!(victims.iter().all(|v| v.namespace == "a" && v.name != "keep"));
+    // Over its min, a pod of a may evict only lower-priority pods of a.
+    let over = pod("a", "late", 200).info();
+    let own = TreeRules.potential(
+        &over,
+        &cluster(&placed, &[over.clone(), pod("a", "x", 0).info(), pod("a", "y", 0).info()]),
+        0,
+    );
+    assert_eq!(own.len(), 5, "every preemptible pod of a at lower priority: {own:?}");
+    assert!(TreeRules.refuses(&pod("a", "p", 0).info(), &snap));
+    assert!(!TreeRules.refuses(&b, &snap));
+}
