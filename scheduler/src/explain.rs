@@ -49,6 +49,10 @@ pub struct ExplainReport {
     pub selected_node: Option<String>,
     /// kube-scheduler's summary when no node fits.
     pub message: Option<String>,
+    /// What the profile's plugins tell about the pod before any node (its quota's path,
+    /// use and share), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// What preemption would do when no node fits: the node and the pods it would evict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemption: Option<WouldPreempt>,
@@ -166,6 +170,7 @@ pub fn explain(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, seed: u64)
         }
     }
     ExplainReport {
+        notes: profile.filters.iter().flat_map(|f| f.explain(pod, snapshot)).collect(),
         preemption,
         pod: pod.key(),
         feasible_nodes: ev.feasible.iter().map(|&i| name(i)).collect(),
@@ -264,6 +269,10 @@ pub fn render_table(r: &ExplainReport, color: bool) -> String {
     }
     if let Some(m) = &r.message {
         out.push_str(m);
+        out.push('\n');
+    }
+    for note in &r.notes {
+        out.push_str(note);
         out.push('\n');
     }
     if let Some(p) = &r.preemption {

@@ -572,7 +572,17 @@ fn run_explain(
             p
         }
     };
-    let snapshot = parsed.snapshot();
+    let mut snapshot = parsed.snapshot();
+    if profile.filters.iter().any(|f| f.counts_waiting_pods()) {
+        // The dump's pending pods wait, with the pod explained (quota trees divide by demand).
+        let mut objects = (*snapshot.objects).clone();
+        let waiting: Vec<&algorithms::PodInfo> =
+            parsed.pending.iter().filter(|p| p.key() != key).chain(std::iter::once(&pod)).collect();
+        for owner in algorithms::plugins::registry::OWNERS {
+            owner.waiting(&mut objects, &mut waiting.iter().copied());
+        }
+        snapshot.objects = std::sync::Arc::new(objects);
+    }
     let mut report = explain::explain(profile, &pod, &snapshot, seed);
     if scheduler::gang::group_of(&pod).is_some() {
         // A member of a group held to one topology domain: the whole group judged.

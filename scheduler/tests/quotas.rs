@@ -155,3 +155,25 @@ fn a_quota_tree_reclaims_for_a_quota_below_its_min_and_no_further() {
     assert!(r["placements"]["team-b/b-0"].is_string() && r["placements"]["team-b/b-1"].is_string(), "{r}");
     assert!(r["failures"]["team-b/b-2"].as_str().unwrap().contains("No victims found"), "{r}");
 }
+
+#[test]
+fn explain_shows_the_quota_path_its_shares_and_what_the_pod_would_borrow() {
+    let cluster = "tests/data/quota-tree-reclaim.yaml";
+    let profile = "../deploy/examples/quota-tree-profile.yaml";
+    let r =
+        run_json(&["explain", "--cluster", cluster, "--config", profile, "--pod", "team-b/b-0", "--output", "json"]);
+    assert_eq!(
+        r["notes"],
+        json!([
+            "quota research: min cpu:4, max cpu:8, used cpu:8, waiting cpu:3, runtime share cpu:8",
+            "quota team-b: min cpu:2, max cpu:8, used cpu:0, waiting cpu:3, runtime share cpu:3",
+            "the pod requests cpu:1: team-b would use cpu:1, borrowing cpu:0 beyond its min"
+        ])
+    );
+    assert_eq!(r["preemption"]["victims"].as_array().unwrap().len(), 1, "{r}");
+    let flat =
+        run_json(&["explain", "--cluster", CLUSTER, "--config", CONFIG, "--pod", "team-a/a-0", "--output", "json"]);
+    let note = flat["notes"][0].as_str().unwrap();
+    assert!(note.starts_with("ElasticQuota team-a/team-a (namespace team-a): used cpu=1, memory=1Gi;"), "{note}");
+    assert!(note.ends_with("with the pod it would use cpu=2, memory=2Gi, borrowing none beyond its min"), "{note}");
+}

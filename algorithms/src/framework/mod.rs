@@ -126,6 +126,12 @@ pub trait FilterPlugin: Send + Sync {
         QueueingHint::Queue
     }
 
+    /// What `explain` tells about the pod from this plugin's view before any node (a
+    /// quota's path, its use and share), one line each; nothing by default.
+    fn explain(&self, _pod: &PodInfo, _snapshot: &Snapshot) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether this plugin reads what the pods waiting in the scheduling queue ask for
     /// (a quota tree's demand): the owners of cluster objects are then told of them
     /// before each attempt (their `waiting`).

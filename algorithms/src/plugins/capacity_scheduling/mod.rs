@@ -127,6 +127,20 @@ pub fn amounts(r: &Resource, zeros: bool) -> String {
     if parts.is_empty() { "none".into() } else { parts.join(", ") }
 }
 
+/// What `used` takes beyond `min`, resource by resource (none where it stays within).
+pub fn beyond(used: &Resource, min: &Resource) -> Resource {
+    let mut out = Resource {
+        milli_cpu: (used.milli_cpu - min.milli_cpu).max(0),
+        memory: (used.memory - min.memory).max(0),
+        ephemeral_storage: (used.ephemeral_storage - min.ephemeral_storage).max(0),
+        ..Default::default()
+    };
+    for (name, v) in &used.scalar {
+        out.set_value(name, (v - min.get(name)).max(0));
+    }
+    out
+}
+
 /// A quota's `max` for people: its amounts, or `unlimited`.
 pub fn limits(max: &Resource) -> String {
     match amounts(max, true) {
@@ -166,6 +180,22 @@ impl FilterPlugin for CapacityScheduling {
             after.quotas_mut().discharge_pod(p);
         }
         Some(after)
+    }
+
+    fn explain(&self, pod: &PodInfo, snapshot: &Snapshot) -> Vec<String> {
+        let state = snapshot.objects.quotas();
+        let Some(quota) = state.quota(&pod.namespace) else { return Vec::new() };
+        let asked = asked(state, pod, snapshot);
+        let mut with = state.used(&pod.namespace).clone();
+        with.add(&asked.in_quota);
+        vec![format!(
+            "ElasticQuota {} (namespace {}): {}; with the pod it would use {}, borrowing {} beyond its min",
+            quota.key(),
+            quota.namespace,
+            detail(state, quota, &asked).split_once(": ").map_or("", |(_, rest)| rest),
+            amounts(&with, false),
+            amounts(&beyond(&with, &quota.min), false)
+        )]
     }
 
     fn queueing_hint(&self, _pod: &PodInfo, event: &ClusterEvent) -> QueueingHint {

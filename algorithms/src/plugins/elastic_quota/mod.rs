@@ -88,6 +88,22 @@ pub fn standing(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Optio
     })
 }
 
+/// What a quota and the quotas under it hold by `get` (a parent's use is its children's).
+fn subtree(state: &QuotaState, name: &str, get: for<'a> fn(&'a QuotaState, &str) -> &'a Resource) -> Resource {
+    let mut total = Resource::default();
+    let mut todo = vec![name.to_string()];
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(n) = todo.pop() {
+        if seen.contains(&n) {
+            continue;
+        }
+        total.add(get(state, &n));
+        todo.extend(state.all_named().filter(|q| q.tree.parent.as_deref() == Some(n.as_str())).map(|q| q.name.clone()));
+        seen.push(n);
+    }
+    total
+}
+
 /// `cpu:2,memory:1Gi` over `names`.
 fn list(r: &Resource, names: &[String]) -> String {
     names.iter().map(|n| format!("{n}:{}", format_amount(n, r.get(n)))).collect::<Vec<_>>().join(",")
@@ -126,6 +142,45 @@ impl FilterPlugin for ElasticQuota {
 
     fn filter(&self, _: &PluginState, _: &PodInfo, _: &NodeInfo) -> Status {
         Status::success()
+    }
+
+    fn explain(&self, pod: &PodInfo, snapshot: &Snapshot) -> Vec<String> {
+        let state = snapshot.objects.quotas();
+        let Some(leaf) = state.tree_quota_of(pod).and_then(|n| state.named(n)) else { return Vec::new() };
+        let shares = runtime::shares(state, &cluster_total(snapshot));
+        let mut path = vec![leaf];
+        while let Some(parent) = path.last().and_then(|q| q.tree.parent.as_ref()).and_then(|p| state.named(p)) {
+            if path.iter().any(|q| q.name == parent.name) {
+                break;
+            }
+            path.push(parent);
+        }
+        let names = &leaf.tree.limited;
+        let mut lines: Vec<String> = path
+            .iter()
+            .rev()
+            .map(|q| {
+                format!(
+                    "quota {}: min {}, max {}, used {}, waiting {}, runtime share {}",
+                    q.name,
+                    list(&q.min, names),
+                    list(&q.max, names),
+                    list(&subtree(state, &q.name, QuotaState::used_by), names),
+                    list(&subtree(state, &q.name, QuotaState::waiting), names),
+                    list(&shares.get(&q.name).cloned().unwrap_or_default(), names)
+                )
+            })
+            .collect();
+        let mut with = state.used_by(&leaf.name).clone();
+        with.add(&pod.requests.requests);
+        lines.push(format!(
+            "the pod requests {}: {} would use {}, borrowing {} beyond its min",
+            list(&pod.requests.requests, names),
+            leaf.name,
+            list(&with, names),
+            list(&super::capacity_scheduling::beyond(&with, &leaf.min), names)
+        ));
+        lines
     }
 
     fn counts_waiting_pods(&self) -> bool {
