@@ -412,6 +412,7 @@ mod tests {
             },
         );
         ExplainReport {
+            notes: Vec::new(),
             pod: "default/p".into(),
             feasible_nodes: vec!["node-a".into(), "node-bb".into()],
             failed_nodes,
