@@ -161,3 +161,73 @@ async fn a_team_within_its_min_takes_back_what_another_borrowed() {
     let preempted: Vec<_> = events.iter().filter(|e| e.reason.as_deref() == Some("Preempted")).collect();
     assert_eq!(preempted.len(), 2, "{preempted:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_tree_divides_the_cluster_between_teams_by_demand() {
+    let Some(p) = plane("a_quota_tree_divides_the_cluster_between_teams_by_demand").await else {
+        return;
+    };
+    let client = &p.client;
+    let ar = install_elastic_quota_crd(client).await;
+    let label = |k: &str| format!("quota.scheduling.koordinator.sh/{k}");
+    let quotas = [
+        ("research", "quota-system", "4", serde_json::json!({label("is-parent"): "true"})),
+        ("team-a", "team-a", "2", serde_json::json!({label("parent"): "research"})),
+        ("team-b", "team-b", "2", serde_json::json!({label("parent"): "research"})),
+    ];
+    for (name, ns, min, labels) in quotas {
+        api::create_namespace(client, ns).await.unwrap();
+        let quota: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"min": {"cpu": min}, "max": {"cpu": "8"}}
+        }))
+        .unwrap();
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+            .create(&PostParams::default(), &quota)
+            .await
+            .unwrap();
+    }
+    let nodes: Vec<Node> =
+        (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("4", "16Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let text = std::fs::read_to_string("../deploy/examples/quota-tree-profile.yaml").unwrap();
+    let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+
+    // team-b asks for 3 CPUs, then team-a for 6, of research's 8: team-b gets its 3,
+    // team-a the 5 left, and its sixth pod waits with Koordinator's message.
+    let b: Vec<Pod> = (0..3).map(|i| pod("team-b", &format!("b-{i}"), "1")).collect();
+    api::create_pods(client, &b, 3).await.unwrap();
+    api::wait_for("team-b's pods bound", Duration::from_secs(60), || async {
+        (bound(client, "team-b").await.len() == 3).then_some(())
+    })
+    .await;
+    let a: Vec<Pod> = (0..6).map(|i| pod("team-a", &format!("a-{i}"), "1")).collect();
+    api::create_pods(client, &a, 6).await.unwrap();
+    let refused = api::wait_for("one of team-a's pods refused by its share", Duration::from_secs(60), || async {
+        if bound(client, "team-a").await.len() != 5 {
+            return None;
+        }
+        for i in 0..6 {
+            let name = format!("a-{i}");
+            if let Some(m) = scheduled_condition(client, "team-a", &name).await
+                && m.contains("Insufficient quotas, quotaName: team-a, runtime: cpu:5, used: cpu:5")
+            {
+                return Some(name);
+            }
+        }
+        None
+    })
+    .await;
+    // team-b's pods end: its demand goes, team-a's share grows to all 8, the pod is bound.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "team-b");
+    let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    for i in 0..3 {
+        pods.delete(&format!("b-{i}"), &now).await.unwrap();
+    }
+    api::wait_for("team-a's last pod bound", Duration::from_secs(60), || async {
+        bound(client, "team-a").await.contains(&refused).then_some(())
+    })
+    .await;
+}
