@@ -119,7 +119,8 @@ enum Command {
         /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
         /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
         /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingGpuPacking,
-        /// GangTraining, SchedulingChurn, PreemptionBasic, SchedulingWithPVC, SchedulingWithResourceClaimTemplate).
+        /// GangTraining, SchedulingChurn, PreemptionBasic, SchedulingWithPVC, SchedulingWithResourceClaimTemplate,
+        /// MultiTenantGPU).
         #[arg(long)]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).
@@ -412,8 +413,12 @@ fn run_workload(
     churn_per_second: Option<f64>,
     sim: &SimFlags,
 ) -> Result<()> {
-    let output = sim.output;
-    let profiles = offline_profiles(sim.config.as_deref(), sim.gates)?;
+    if name.eq_ignore_ascii_case(scheduler::synthetic::multitenant::NAME) {
+        let (w, timeline) = scheduler::synthetic::multitenant::generate(nodes, sim.seed);
+        return simulate_generated(w, Vec::new(), Vec::new(), simulate::Stream::Timeline(timeline), sim);
+    }
+    // A bad configuration is told before a long generation.
+    offline_profiles(sim.config.as_deref(), sim.gates)?;
     // Pods are parsed as they are generated, so large workloads never hold every API object.
     let mut init: Vec<algorithms::PodInfo> = Vec::new();
     let mut measured: Vec<algorithms::PodInfo> = Vec::new();
@@ -428,7 +433,7 @@ fn run_workload(
     let mut init_sink = Vec::new();
     let generated =
         scheduler::synthetic::workloads::generate(name, nodes, pods, |p| init_sink.push(p), |p| keep(&mut measured, p));
-    let Some(mut w) = generated else {
+    let Some(w) = generated else {
         let names: Vec<&str> = scheduler::synthetic::workloads::WORKLOADS.iter().map(|w| w.0).collect();
         bail!("unknown workload {name:?}; known: {}", names.join(", "));
     };
@@ -438,6 +443,38 @@ fn run_workload(
     if let Some(e) = bad {
         bail!("failed to read a generated pod: {e}");
     }
+    let init_count = init.len();
+    let node_count = w.cluster.nodes.len();
+    let churn = churn_per_second.filter(|r| *r > 0.0).map(|per_second| simulate::Churn {
+        per_second,
+        step: Box::new(move |k| {
+            let step = scheduler::synthetic::workloads::churn_step(node_count, init_count, k);
+            Some(simulate::ChurnStep {
+                node: algorithms::NodeInfo::from_node(&step.node).ok(),
+                leaving: step.leaving,
+                arriving: algorithms::PodInfo::from_pod(&step.arriving).ok(),
+            })
+        }),
+    });
+    let stream = match (churn, scheduler::synthetic::workloads::steady_in_flight(&w.name)) {
+        (Some(c), _) => simulate::Stream::Churn(c),
+        (None, Some(in_flight)) => simulate::Stream::Steady { in_flight },
+        (None, None) => simulate::Stream::Backlog,
+    };
+    simulate_generated(w, init, measured, stream, sim)
+}
+
+/// Simulates a generated workload: its cluster, its initial pods first, then its
+/// measured pods as `stream` brings them.
+fn simulate_generated(
+    mut w: scheduler::synthetic::workloads::Workload,
+    init: Vec<algorithms::PodInfo>,
+    measured: Vec<algorithms::PodInfo>,
+    stream: simulate::Stream,
+    sim: &SimFlags,
+) -> Result<()> {
+    let output = sim.output;
+    let profiles = offline_profiles(sim.config.as_deref(), sim.gates)?;
     let pod_groups = w.pod_group_specs();
     let owned = w.take_owned();
     let objects = ClusterObjects {
@@ -455,25 +492,6 @@ fn run_workload(
     parsed.pending = measured;
     let init_count = init.len();
     drop(objects);
-    let churn = churn_per_second.filter(|r| *r > 0.0).map(|per_second| {
-        let node_count = parsed.nodes.len();
-        simulate::Churn {
-            per_second,
-            step: Box::new(move |k| {
-                let step = scheduler::synthetic::workloads::churn_step(node_count, init_count, k);
-                Some(simulate::ChurnStep {
-                    node: algorithms::NodeInfo::from_node(&step.node).ok(),
-                    leaving: step.leaving,
-                    arriving: algorithms::PodInfo::from_pod(&step.arriving).ok(),
-                })
-            }),
-        }
-    });
-    let stream = match (churn, scheduler::synthetic::workloads::steady_in_flight(&w.name)) {
-        (Some(c), _) => simulate::Stream::Churn(c),
-        (None, Some(in_flight)) => simulate::Stream::Steady { in_flight },
-        (None, None) => simulate::Stream::Backlog,
-    };
     let report = simulate::run_streamed(profiles, parsed, init, &sim.options(), stream);
     sim.write_report(&source, &report)?;
     match output {

@@ -177,3 +177,26 @@ fn explain_shows_the_quota_path_its_shares_and_what_the_pod_would_borrow() {
     assert!(note.starts_with("ElasticQuota team-a/team-a (namespace team-a): used cpu=1, memory=1Gi;"), "{note}");
     assert!(note.ends_with("with the pod it would use cpu=2, memory=2Gi, borrowing none beyond its min"), "{note}");
 }
+
+/// MultiTenantGPU at a sixteenth of its size, through the binary: with the quota tree no
+/// quota passes its max, no gang is placed in part, and reclaims evict few pods; without
+/// it, the same invariants of placement hold and nothing is reclaimed.
+#[test]
+fn the_multi_tenant_gpu_workload_keeps_its_invariants() {
+    let args = |config: Option<&str>| {
+        let mut a = vec!["simulate", "--workload", "MultiTenantGPU", "--nodes", "32", "--seed", "1", "--output", "json"];
+        if let Some(c) = config {
+            a.extend(["--config", c]);
+        }
+        run_json(&a)
+    };
+    let on = args(Some("../deploy/examples/quota-tree-profile.yaml"));
+    let w = &on["workload"];
+    assert_eq!(w["gpus"], 256, "{w}");
+    assert_eq!((w["quotasOverMax"].as_u64(), w["gangsPlacedInPart"].as_u64()), (Some(0), Some(0)), "{w}");
+    assert!(w["victimsPerReclaim"]["max"].as_u64().unwrap() <= 4, "{w}");
+    assert!(on["scheduled"].as_u64().unwrap() > 100, "{on}");
+    let off = args(None);
+    assert_eq!(off["workload"]["reclaims"], 0);
+    assert_eq!(off["workload"]["gangsPlacedInPart"], 0);
+}

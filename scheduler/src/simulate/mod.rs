@@ -15,8 +15,10 @@ use crate::engine::{Cycler, Engine, Nomination, Outcome, Preempted};
 
 mod report;
 mod steady;
+mod timeline;
 pub use report::{Latency, PreemptionRecord, SimulationReport, peak_rss_bytes, percentile, render};
 use steady::Steady;
+pub use timeline::{Observer, Timeline};
 
 /// Options of a simulation run.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +69,8 @@ pub enum Stream {
         /// Pods pending at a time.
         in_flight: usize,
     },
+    /// Arrivals and departures in virtual time (the measured pods are the timeline's).
+    Timeline(Timeline),
 }
 
 /// A churn in progress.
@@ -329,12 +333,13 @@ pub fn run_streamed(
     if opts.detail {
         pods_by_key.extend(pending.iter().map(|p| (p.key(), Arc::new(p.clone()))));
     }
-    let (churn, mut steady, backlog_pods) = match stream {
-        Stream::Backlog => (None, None, pending),
-        Stream::Churn(c) => (Some(c), None, pending),
+    let (churn, mut steady, backlog_pods, timeline) = match stream {
+        Stream::Backlog => (None, None, pending, None),
+        Stream::Churn(c) => (Some(c), None, pending, None),
         Stream::Steady { in_flight } => {
-            (None, Some(Steady::start(&mut engine, pending, in_flight.max(1), clock)), Vec::new())
+            (None, Some(Steady::start(&mut engine, pending, in_flight.max(1), clock)), Vec::new(), None)
         }
+        Stream::Timeline(t) => (None, None, Vec::new(), Some(t)),
     };
     for pod in backlog_pods {
         engine.enqueue(Arc::new(pod), clock);
@@ -351,8 +356,17 @@ pub fn run_streamed(
     let started = Instant::now();
     let backlog = total as usize;
     let mut churn = churn.map(|churn| ChurnRun { churn, started, done: 0, backlog, ended: false });
-    let mut d =
-        on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, bar.as_ref(), churn.as_mut(), steady.as_mut()));
+    let mut observed = None;
+    let mut d = match timeline {
+        Some(t) => {
+            let ran = on_pool(|| timeline::run(&mut engine, &mut cycler, &api, &mut clock, t));
+            observed = Some(ran.observer);
+            ran.drained
+        }
+        None => {
+            on_pool(|| drain(&mut engine, &mut cycler, &api, &mut clock, bar.as_ref(), churn.as_mut(), steady.as_mut()))
+        }
+    };
     let elapsed = started.elapsed();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -377,6 +391,10 @@ pub fn run_streamed(
     report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
     report.churn_steps = churn.map_or(0, |c| c.done);
     report.never_created = steady.map_or(0, |s| s.remaining());
+    if let Some(o) = observed {
+        report.workload = Some(o.summary());
+        report.owned_lines.extend(o.lines());
+    }
     if let Some((before, resources)) = before {
         let snap = engine.cache.full_snapshot();
         report.detail = Some(crate::detail::collect(

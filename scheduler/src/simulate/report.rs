@@ -59,6 +59,9 @@ pub struct SimulationReport {
     /// reserved for), by field.
     #[serde(flatten)]
     pub owned: BTreeMap<&'static str, serde_json::Value>,
+    /// What a timeline's observer found (the workload's own figures).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<serde_json::Value>,
     /// Their lines for the readable summary.
     #[serde(skip)]
     pub owned_lines: Vec<String>,

@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod dra;
+pub mod multitenant;
 pub mod workloads;
 
 use k8s_openapi::api::core::v1 as core;

@@ -34,6 +34,8 @@ pub struct Workload {
     pub volumes: algorithms::volumes::VolumeState,
     /// ResourceSlices, DeviceClasses, templates and claims of DRA workloads.
     pub dra: algorithms::dra::DraState,
+    /// ElasticQuotas of quota workloads.
+    pub quotas: Option<algorithms::quotas::QuotaState>,
 }
 
 impl Workload {
@@ -43,7 +45,11 @@ impl Workload {
     pub fn take_owned(&mut self) -> algorithms::objects::ClusterObjects {
         let volumes = std::mem::take(&mut self.volumes);
         let dra = std::mem::take(&mut self.dra);
-        algorithms::objects::ClusterObjects::default().with(volumes).with(dra)
+        let objects = algorithms::objects::ClusterObjects::default().with(volumes).with(dra);
+        match self.quotas.take() {
+            Some(q) => objects.with(q),
+            None => objects,
+        }
     }
 
     /// The PodGroups' specs (`namespace/name`), held to the topology key when there is one.
