@@ -184,7 +184,8 @@ fn explain_shows_the_quota_path_its_shares_and_what_the_pod_would_borrow() {
 #[test]
 fn the_multi_tenant_gpu_workload_keeps_its_invariants() {
     let args = |config: Option<&str>| {
-        let mut a = vec!["simulate", "--workload", "MultiTenantGPU", "--nodes", "32", "--seed", "1", "--output", "json"];
+        let mut a =
+            vec!["simulate", "--workload", "MultiTenantGPU", "--nodes", "32", "--seed", "1", "--output", "json"];
         if let Some(c) = config {
             a.extend(["--config", c]);
         }
