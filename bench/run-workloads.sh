@@ -61,7 +61,12 @@ done
 topology_table="| workload | nodes | jobs | jobs placed | jobs placed in part | jobs across racks | GPUs allocated when the first job is refused | GPUs allocated at the end | pods/s | p50 ms | p99 ms | peak MiB |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${topology_rows}"
-python3 - "$table" "$gang_table" "$topology_table" <<'PY'
+# Quotas: MultiTenantGPU with the quota tree profile and without quotas.
+echo "running MultiTenantGPU with and without quotas" >&2
+"$bin" simulate --workload MultiTenantGPU --config deploy/examples/quota-tree-profile.yaml --output json --seed 1 "$@" >/tmp/multitenant-on.json
+"$bin" simulate --workload MultiTenantGPU --output json --seed 1 "$@" >/tmp/multitenant-off.json
+multitenant_table=$(python3 bench/multitenant_table.py /tmp/multitenant-on.json /tmp/multitenant-off.json)
+python3 - "$table" "$gang_table" "$topology_table" "$multitenant_table" <<'PY'
 import re, sys
 text = open("README.md").read()
 for (start, end), table in zip(
@@ -69,6 +74,7 @@ for (start, end), table in zip(
         ("<!-- perf-table-start -->", "<!-- perf-table-end -->"),
         ("<!-- gang-table-start -->", "<!-- gang-table-end -->"),
         ("<!-- topology-table-start -->", "<!-- topology-table-end -->"),
+        ("<!-- multitenant-table-start -->", "<!-- multitenant-table-end -->"),
     ],
     sys.argv[1:],
 ):

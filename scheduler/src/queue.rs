@@ -390,6 +390,7 @@ impl SchedulingQueue {
             .filter(|k| self.pods.get(*k).is_some_and(|q| Self::may_help(q, &event, hint)))
             .cloned()
             .collect();
+        let keys = self.in_arrival_order(keys);
         for k in &keys {
             self.reactivate(k, now, event.label());
         }
@@ -423,9 +424,16 @@ impl SchedulingQueue {
             .filter(|(_, parked)| now.saturating_duration_since(parked.since) >= UNSCHEDULABLE_FLUSH)
             .map(|(k, _)| k.clone())
             .collect();
-        for k in stale {
+        for k in self.in_arrival_order(stale) {
             self.reactivate(&k, now, "UnschedulableTimeout");
         }
+    }
+
+    /// Parked pods' keys in the order their pods came (creation, then name), so that pods
+    /// of equal priority go back to the active queue the same way every time.
+    fn in_arrival_order(&self, mut keys: Vec<String>) -> Vec<String> {
+        keys.sort_by_cached_key(|k| (self.pods.get(k).map_or(0, |q| q.pod.created_nanos), k.clone()));
+        keys
     }
 
     fn flush_backoff(&mut self, now: Instant) {

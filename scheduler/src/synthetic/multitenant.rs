@@ -5,7 +5,8 @@
 //! weights (`TEAMS`); every quota may borrow up to the whole cluster. Each team submits
 //! jobs at random over eight hours of one-minute steps: single pods of 1, 2, 4 or 8 GPUs,
 //! and gangs of 2 to 4 pods of 8 GPUs, running 20 to 90 minutes; team `b3` is idle for the
-//! first half and then bursts at three times the rate. The observer measures what the
+//! first half, then submits about the cluster's worth of GPUs at once, and then jobs at
+//! the others' rate. The observer measures what the
 //! quotas are for: GPU allocation, each team's GPUs against its fair share at that moment
 //! (the runtime share its guarantee, weight and demand give it), how long a team within
 //! its guarantee waits for its pods, victims per reclaim, quotas over `max` and gangs
@@ -37,6 +38,8 @@ pub const NODES: usize = 512;
 const STEPS: usize = 480;
 /// GPUs a node.
 const NODE_GPUS: i64 = 8;
+/// Jobs team `b3` submits at once when it wakes (at 512 nodes; about 4,000 GPUs).
+const BURST_JOBS: usize = 340;
 
 /// (team, department, share of the department's guarantee in eighths, weight, jobs a
 /// step when active).
@@ -46,7 +49,7 @@ const TEAMS: &[(&str, &str, i64, i64, f64)] = &[
     ("a3", "dept-a", 2, 1, 1.0),
     ("b1", "dept-b", 4, 1, 1.0),
     ("b2", "dept-b", 2, 1, 1.0),
-    ("b3", "dept-b", 2, 3, 3.0),
+    ("b3", "dept-b", 2, 3, 1.0),
 ];
 
 fn quota(name: &str, ns: &str, min: i64, max: i64, parent: Option<&str>, weight: Option<i64>) -> Quota {
@@ -121,6 +124,10 @@ pub fn generate(nodes: Option<usize>, seed: u64) -> (Workload, Timeline) {
                 continue;
             }
             let mut jobs = rate * 1.05 * scale;
+            if team == "b3" && k == STEPS / 2 {
+                // The burst: about as many GPUs as the cluster has, at once.
+                jobs += BURST_JOBS as f64 * scale;
+            }
             while jobs > 0.0 {
                 if rng.random::<f64>() >= jobs.min(1.0) {
                     break;
