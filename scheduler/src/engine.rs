@@ -317,6 +317,8 @@ pub struct Cycler {
     /// Where the next search for feasible nodes starts (kube-scheduler's rotating index,
     /// shared by all profiles); it matters only when a share of nodes is to be found.
     next_start: usize,
+    /// A filter of some profile reads what the waiting pods ask for (quota trees).
+    counts_waiting: bool,
 }
 
 impl Cycler {
@@ -329,6 +331,7 @@ impl Cycler {
             use_equivalence_cache: true,
             caches: Vec::new(),
             next_start: 0,
+            counts_waiting: engine.profiles.iter().any(|p| p.filters.iter().any(|f| f.counts_waiting_pods())),
         }
     }
 
@@ -357,7 +360,7 @@ impl Cycler {
             engine.queue.gate(&queued.pod.key(), plugin, now, &|pod, plugin, ev| hint(profiles, pod, plugin, ev));
         };
         let started = Instant::now();
-        if self.profiles.iter().any(|p| p.filters.iter().any(|f| f.counts_waiting_pods())) {
+        if self.counts_waiting {
             // Quota trees divide by demand: the waiting pods count.
             let objects = engine.cache.objects_mut();
             for owner in OWNERS {
