@@ -164,10 +164,17 @@ pub fn preempt(
         Some(_) => Vec::new(),
         None => ev.rejected.iter().filter(|(_, st)| st.code == Code::Unschedulable).map(|(i, _)| i).collect(),
     };
-    let all = snapshot.len();
     let offset = if potential.is_empty() { 0 } else { rng.random_range(0..potential.len()) };
-    let DryRun { candidates: found, statuses, mut errors } =
-        dry_run(profile, pod, snapshot, &potential, offset, budgets, args);
+    let found = dry_run(profile, pod, snapshot, &potential, offset, budgets, args);
+    conclude(profile, pod, snapshot, found)
+}
+
+/// What dry runs that found `found` lead to: a nomination to the best candidate the
+/// extenders agree with, or why preemption does not help (an internal error of the dry
+/// runs included; nodes never dry-run count as not helpful).
+pub fn conclude(profile: &Profile, pod: &PodInfo, snapshot: &Snapshot, found: DryRun) -> PostFilterResult {
+    let DryRun { candidates: found, statuses, mut errors } = found;
+    let all = snapshot.len();
     if found.is_empty() {
         if !errors.is_empty() {
             let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };

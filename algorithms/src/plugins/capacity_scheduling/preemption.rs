@@ -14,17 +14,16 @@
 //! so the choice of node weighs them). The node is then chosen as kube-scheduler chooses
 //! among candidates.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand::RngCore;
 
 use super::{CapacityScheduling, NAME, asked};
 use crate::budgets::split_by_budgets;
-use crate::framework::{Candidate, Evaluation, FitSummary, PostFilterPlugin, PostFilterResult, Profile};
+use crate::framework::{Candidate, Evaluation, PostFilterPlugin, PostFilterResult, Profile};
 use crate::node_info::next_generation;
 use crate::pod_info::PodInfo;
-use crate::preemption::{Budget, Judge, NOT_HELPFUL, evict, more_important, pick_one};
+use crate::preemption::{Budget, DryRun, Judge, conclude, evict, more_important};
 use crate::quotas::QuotaObjects;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
@@ -90,15 +89,14 @@ pub fn preempt(
     let budgets = snapshot.budgets.clone();
     let judge = Judge::new(profile, pod, snapshot);
     let (mut clean, mut violating) = (Vec::new(), Vec::new());
-    let mut statuses: BTreeMap<usize, Status> = BTreeMap::new();
-    let mut errors = Vec::new();
+    let mut found = DryRun::default();
     // Every potential node is dry-run, from the first.
     for &i in &potential {
         match victims_on(rules, &judge, profile, pod, snapshot, i, &budgets) {
             Ok((victims, _)) if victims.is_empty() => {
                 let message = format!("expected at least one victim pod on node {:?}", snapshot.nodes[i].name);
-                errors.push(message.clone());
-                statuses.insert(i, Status::error(message));
+                found.errors.push(message.clone());
+                found.statuses.insert(i, Status::error(message));
             }
             Ok((victims, pdb_violations)) => {
                 let list = if pdb_violations == 0 { &mut clean } else { &mut violating };
@@ -106,45 +104,14 @@ pub fn preempt(
             }
             Err(st) => {
                 if st.code == Code::Error {
-                    errors.push(st.message());
+                    found.errors.push(st.message());
                 }
-                statuses.insert(i, st);
+                found.statuses.insert(i, st);
             }
         }
     }
-    let found: Vec<Candidate> = clean.into_iter().chain(violating).collect();
-    if found.is_empty() {
-        if !errors.is_empty() {
-            let message = if errors.len() == 1 { errors.remove(0) } else { format!("[{}]", errors.join(", ")) };
-            return PostFilterResult::Unschedulable { message, clear: false };
-        }
-        return PostFilterResult::Unschedulable { message: summary(snapshot.len(), &statuses), clear: true };
-    }
-    let found = match &profile.extenders {
-        Some(x) => match x.preempt(pod, snapshot, found) {
-            Ok(found) => found,
-            Err(message) => return PostFilterResult::Stopped(message),
-        },
-        None => found,
-    };
-    if found.is_empty() {
-        return PostFilterResult::Unschedulable { message: "no candidate node for preemption".into(), clear: false };
-    }
-    PostFilterResult::Nominate(pick_one(found))
-}
-
-/// `0/N nodes are available: …` over the nodes dry-run, the others not helpful.
-fn summary(all: usize, statuses: &BTreeMap<usize, Status>) -> String {
-    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-    for st in statuses.values() {
-        for r in &st.reasons {
-            *reasons.entry(r.to_string()).or_default() += 1;
-        }
-    }
-    if statuses.len() < all {
-        *reasons.entry(NOT_HELPFUL.to_string()).or_default() += all - statuses.len();
-    }
-    FitSummary { num_nodes: all, reasons, prefilter_message: None }.message()
+    found.candidates = clean.into_iter().chain(violating).collect();
+    conclude(profile, pod, snapshot, found)
 }
 
 /// Whether `pod` may preempt (the quota-aware PodEligibleToPreemptOthers); the reason
