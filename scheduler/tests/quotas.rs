@@ -201,3 +201,24 @@ fn the_multi_tenant_gpu_workload_keeps_its_invariants() {
     assert_eq!(off["workload"]["reclaims"], 0);
     assert_eq!(off["workload"]["gangsPlacedInPart"], 0);
 }
+
+#[test]
+fn the_simulate_report_page_lists_each_quotas_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let profile = "../deploy/examples/quota-profile.yaml";
+    run_json(&[
+        "simulate",
+        "--cluster",
+        CLUSTER,
+        "--config",
+        profile,
+        "--output",
+        "json",
+        "--report",
+        page.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<section id=\"objects\">"), "no objects section");
+    assert!(html.contains("<li>quota team-b/team-b: used cpu=1, memory=1Gi (min cpu=2"), "team-b's line");
+}

@@ -242,6 +242,13 @@ pub fn simulate_html(source: &RunSource, r: &SimulationReport) -> String {
                 }
             }
         }
+        @if !r.owned_lines.is_empty() {
+            section id="objects" {
+                h2 { "Cluster objects" }
+                p.muted { "What the owners of cluster objects (claims, quotas) and the workload report at the end of the run." }
+                ul { @for line in &r.owned_lines { li { (line) } } }
+            }
+        }
         section id="configuration" { h2 { "Configuration" } (configuration(source, d)) }
     };
     let subtitle = format!(
