@@ -1,5 +1,6 @@
-//! Quotas: scheduler-plugins' ElasticQuota (`scheduling.x-k8s.io/v1alpha1`), one per
-//! namespace, with what each namespace's placed pods request.
+//! Quotas: scheduler-plugins' ElasticQuota (`scheduling.x-k8s.io/v1alpha1`): one per
+//! namespace as CapacityScheduling reads them, and every quota by name for quota trees
+//! (`tree`, `runtime`), with what the placed and the waiting pods ask of each.
 //!
 //! A quota's `min` is what its namespace is guaranteed, its `max` the most its pods may
 //! request together. CapacityScheduling (`plugins/capacity_scheduling`) reads them; the
@@ -70,14 +71,14 @@ impl Quota {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// Whether `used` and `request` together exceed `max` in any resource the request
-    /// names (equal is within).
+    /// Whether `used` and `request` together exceed `max` in CPU, memory, ephemeral
+    /// storage or a named resource the request lists (equal is within).
     pub fn over_max_with(&self, used: &Resource, request: &Resource) -> bool {
         exceeds(request, used, &self.max, i64::MAX)
     }
 
-    /// Whether `used` and `request` together exceed `min` in any resource the request
-    /// names.
+    /// Whether `used` and `request` together exceed `min` in CPU, memory, ephemeral
+    /// storage or a named resource the request lists.
     pub fn over_min_with(&self, used: &Resource, request: &Resource) -> bool {
         exceeds(request, used, &self.min, 0)
     }
@@ -135,8 +136,9 @@ pub struct QuotaState {
     used_by: HashMap<String, Resource>,
     /// What the pods waiting in the scheduling queue ask of each quota of a tree.
     waiting: HashMap<String, Resource>,
-    /// Quotas by name that arrived since their placed pods were last counted.
-    fresh_names: Vec<String>,
+    /// The quotas by name changed since the placed pods were last counted against them
+    /// (a pod's quota may have changed with them: all are counted afresh).
+    recount_tree: bool,
 }
 
 impl ObjectPart for QuotaState {}
@@ -174,9 +176,7 @@ impl QuotaState {
         match self.named.get(&quota.name) {
             Some(kept) if kept.namespace != quota.namespace => {}
             kept => {
-                if kept.is_none() && !self.fresh_names.contains(&quota.name) {
-                    self.fresh_names.push(quota.name.clone());
-                }
+                self.recount_tree |= kept.is_none();
                 self.named.insert(quota.name.clone(), Arc::new(quota.clone()));
             }
         }
@@ -198,25 +198,25 @@ impl QuotaState {
 
     /// Whether a quota arrived whose namespace's placed pods are not counted yet.
     pub fn needs_recount(&self) -> bool {
-        !self.fresh.is_empty() || !self.fresh_names.is_empty()
+        !self.fresh.is_empty() || self.recount_tree
     }
 
     /// Counts afresh the use of the namespaces whose quota arrived since the last count,
     /// from every placed pod.
     pub fn recount(&mut self, placed: &mut dyn Iterator<Item = &crate::pod_info::PodInfo>) {
         let fresh = std::mem::take(&mut self.fresh);
-        let names = std::mem::take(&mut self.fresh_names);
+        let tree = std::mem::take(&mut self.recount_tree);
         for ns in &fresh {
             self.used.remove(ns);
         }
-        for name in &names {
-            self.used_by.remove(name);
+        if tree {
+            self.used_by = HashMap::default();
         }
         for pod in placed {
             if fresh.contains(&pod.namespace) {
                 self.charge(&pod.namespace, &pod.requests.requests);
             }
-            if let Some(name) = self.tree_quota_of(pod).filter(|n| names.iter().any(|m| m == n)).map(str::to_string) {
+            if tree && let Some(name) = self.tree_quota_of(pod).map(str::to_string) {
                 add(&mut self.used_by, &name, &pod.requests.requests);
             }
         }
@@ -308,7 +308,8 @@ impl QuotaState {
             return false;
         }
         self.used_by.remove(name);
-        self.fresh_names.retain(|n| n != name);
+        // Pods that named it count against their namespace's quota now.
+        self.recount_tree = true;
         self.named.remove(name).is_some()
     }
 

@@ -151,12 +151,17 @@ pub fn shares(state: &QuotaState, total: &Resource) -> std::collections::HashMap
             asked.add(&demand(c, state, children, resources, limited));
         }
         let mut out = Resource::default();
+        let parent = !children(Some(&q.name)).is_empty();
         for &r in resources {
-            let mut v = if q.tree.limited.iter().any(|l| l == r) { asked.get(r) } else { 0 };
+            // A quota limits what its max names; a parent passes on its children's demand
+            // in what it does not limit.
+            let named = q.tree.limited.iter().any(|l| l == r);
+            let mut v = if named || parent { asked.get(r) } else { 0 };
             if !q.tree.lends {
                 v = v.max(q.min.get(r));
             }
-            out.set_value(r, v.min(q.max.get(r)).max(0));
+            let cap = if named { q.max.get(r) } else { i64::MAX };
+            out.set_value(r, v.min(cap).max(0));
         }
         limited.insert(q.name.as_str(), out.clone());
         out
@@ -181,7 +186,12 @@ pub fn shares(state: &QuotaState, total: &Resource) -> std::collections::HashMap
                         name: &q.name,
                         min: if named { q.min.get(r) } else { 0 },
                         request: limited[q.name.as_str()].get(r),
-                        weight: q.tree.weight.as_ref().map_or_else(|| q.max.get(r), |w| w.get(r)),
+                        weight: match &q.tree.weight {
+                            Some(w) => w.get(r),
+                            None if named => q.max.get(r),
+                            // Not limited here: an equal say.
+                            None => 1,
+                        },
                         lends: q.tree.lends,
                     }
                 })

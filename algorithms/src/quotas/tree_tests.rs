@@ -162,3 +162,46 @@ fn a_parent_loop_leaves_its_quotas_at_the_top() {
     let total = cluster(100, 0);
     assert_eq!((runtime(&st, &total, "x").0, runtime(&st, &total, "y").0), (30, 30));
 }
+
+#[test]
+fn a_quota_named_by_pods_before_it_exists_takes_their_use_over_when_it_arrives() {
+    let mut st = QuotaState::default();
+    st.upsert(quota("team", (1, 1), (8, 8), None, false, true)).unwrap();
+    assert!(st.needs_recount());
+    st.recount(&mut std::iter::empty());
+    let labelled = PodBuilder::new("p").namespace("team").label(QUOTA_NAME_LABEL, "later").req("1", "").info();
+    st.charge_pod(&labelled);
+    assert_eq!(st.used_by("team").milli_cpu, 1000, "its namespace's quota, while `later` is unknown");
+    st.upsert(quota("later", (1, 1), (8, 8), None, false, true)).unwrap();
+    assert!(st.needs_recount());
+    st.recount(&mut [labelled.clone()].iter());
+    assert_eq!((st.used_by("team").milli_cpu, st.used_by("later").milli_cpu), (0, 1000));
+    st.discharge_pod(&labelled);
+    assert_eq!((st.used_by("team").milli_cpu, st.used_by("later").milli_cpu), (0, 0), "taken back where it is");
+    st.charge_pod(&labelled);
+    st.remove("later/later");
+    st.recount(&mut [labelled.clone()].iter());
+    assert_eq!(st.used_by("team").milli_cpu, 1000, "back to its namespace's quota when `later` goes");
+}
+
+#[test]
+fn a_parent_passes_on_its_childrens_demand_in_what_it_does_not_limit() {
+    let gpus = |name: &str, parent: Option<&str>, is_parent: bool, max: Option<i64>| {
+        let mut q = quota(name, (0, 0), (0, 0), parent, is_parent, true);
+        q.tree.limited = max.map(|_| vec!["nvidia.com/gpu".to_string()]).unwrap_or_default();
+        q.max = Resource { milli_cpu: i64::MAX, memory: i64::MAX, ephemeral_storage: i64::MAX, ..Default::default() };
+        if let Some(m) = max {
+            q.max.set_value("nvidia.com/gpu", m);
+        }
+        q
+    };
+    let mut st = QuotaState::default();
+    st.upsert(gpus("dept", None, true, None)).unwrap();
+    st.upsert(gpus("team", Some("dept"), false, Some(16))).unwrap();
+    let pods: Vec<crate::pod_info::PodInfo> = (0..4)
+        .map(|i| PodBuilder::new(&format!("p{i}")).namespace("team").device("nvidia.com/gpu", "2").info())
+        .collect();
+    st.set_waiting(&mut pods.iter());
+    let total = Resource { scalar: vec![("nvidia.com/gpu".to_string(), 64)], ..Default::default() };
+    assert_eq!(runtime::shares(&st, &total)["team"].get("nvidia.com/gpu"), 8);
+}

@@ -60,8 +60,10 @@ pub(super) fn run(
     let Timeline { step, arrivals, runs_for, mut observer } = timeline;
     let start = *clock;
     let mut all = Drained::default();
-    let mut ends: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    let mut running: HashMap<String, Arc<PodInfo>> = HashMap::new();
+    // When each run of a pod ends, by (key, run): a pod evicted and bound again runs anew.
+    let mut ends: BTreeMap<usize, Vec<(String, usize)>> = BTreeMap::new();
+    let mut running: HashMap<String, usize> = HashMap::new();
+    let mut runs = 0usize;
     let mut pods: HashMap<String, PodInfo> = HashMap::new();
     let mut again: Vec<PodInfo> = Vec::new();
     let steps = arrivals.len();
@@ -69,8 +71,9 @@ pub(super) fn run(
     for k in 0..steps {
         *clock = (*clock).max(start + step * k as u32);
         // Pods that end leave the cluster; they stay among the placements (they ran).
-        for key in ends.remove(&k).unwrap_or_default() {
-            if running.remove(&key).is_some() {
+        for (key, run) in ends.remove(&k).unwrap_or_default() {
+            if running.get(&key) == Some(&run) {
+                running.remove(&key);
                 engine.remove_pod(&key, *clock);
             }
         }
@@ -83,16 +86,20 @@ pub(super) fn run(
         let d = drain(engine, cycler, api, clock, None, None, None);
         let mut bound = Vec::new();
         for key in d.placements.keys() {
-            let Some(pod) = pods.get(key) else { continue };
-            running.insert(key.clone(), Arc::new(pod.clone()));
-            ends.entry(k + runs_for.get(key).copied().unwrap_or(1).max(1)).or_default().push(key.clone());
+            if !pods.contains_key(key) {
+                continue;
+            }
+            runs += 1;
+            running.insert(key.clone(), runs);
+            ends.entry(k + runs_for.get(key).copied().unwrap_or(1).max(1)).or_default().push((key.clone(), runs));
             bound.push(key.clone());
         }
         for p in &d.preemptions {
             for v in &p.victims {
-                if running.remove(v).is_some()
-                    && let Some(pod) = pods.get(v)
-                {
+                // Evicted (bound in an earlier step or in this one): its controller makes it
+                // again.
+                running.remove(v);
+                if let Some(pod) = pods.get(v) {
                     all.placements.remove(v);
                     again.push(pod.clone());
                 }

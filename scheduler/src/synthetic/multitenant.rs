@@ -114,8 +114,8 @@ pub fn generate(nodes: Option<usize>, seed: u64) -> (Workload, Timeline) {
     let mut runs_for = HashMap::new();
     let mut groups: HashMap<String, usize> = HashMap::new();
     let mut seq = 0usize;
-    // Rates scale with the cluster: about 0.8 of its GPUs asked for in the first half,
-    // 1.3 in the second.
+    // Rates scale with the cluster: about 0.8 of its GPUs asked for in the first half, about
+    // all of them in the second, on top of the burst.
     let scale = n as f64 / NODES as f64;
     for (k, step) in arrivals.iter_mut().enumerate() {
         for &(team, _, _, _, rate) in TEAMS {

@@ -50,6 +50,10 @@ pub trait Rules {
     fn potential(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> Vec<Arc<PodInfo>>;
     /// Whether the pod's quota still refuses it in `snapshot` (victims gone).
     fn refuses(&self, pod: &PodInfo, snapshot: &Snapshot) -> bool;
+    /// Whether `victim` may be evicted at all (a pod group goes only if all its members may).
+    fn evictable(&self, _victim: &PodInfo) -> bool {
+        true
+    }
 }
 
 impl PostFilterPlugin for CapacityScheduling {
@@ -256,7 +260,7 @@ impl Unit {
 
 /// The potential victims of node `i` as units: a pod group's members, here and on other
 /// nodes, are one.
-fn units(potential: Vec<Arc<PodInfo>>, snapshot: &Snapshot, i: usize) -> Vec<Unit> {
+fn units(rules: &dyn Rules, potential: Vec<Arc<PodInfo>>, snapshot: &Snapshot, i: usize) -> Vec<Unit> {
     let mut out: Vec<Unit> = Vec::new();
     for p in potential {
         if p.group_name().is_none() {
@@ -271,7 +275,9 @@ fn units(potential: Vec<Arc<PodInfo>>, snapshot: &Snapshot, i: usize) -> Vec<Uni
             let members = node.pods.iter().filter(|q| q.same_group(&p)).cloned();
             if j == i { unit.here.extend(members) } else { unit.elsewhere.extend(members) }
         }
-        out.push(unit);
+        if unit.pods().all(|m| rules.evictable(m)) {
+            out.push(unit);
+        }
     }
     out
 }
@@ -290,7 +296,10 @@ fn dry_run(
     if potential.is_empty() {
         return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
     }
-    let mut units = units(potential, snapshot, i);
+    let mut units = units(rules, potential, snapshot, i);
+    if units.is_empty() {
+        return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
+    }
     let base = snapshot.objects.clone();
     let mut node = (*snapshot.nodes[i]).clone();
     for p in units.iter().flat_map(|u| &u.here) {

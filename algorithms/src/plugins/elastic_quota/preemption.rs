@@ -62,10 +62,18 @@ impl Rules for TreeRules {
     fn blocked_by_terminating(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> bool {
         let quotas = snapshot.objects.quotas();
         let mine = quotas.tree_quota_of(pod);
-        snapshot.nodes[i]
-            .pods
-            .iter()
-            .any(|p| p.terminating && p.priority < pod.priority && quotas.tree_quota_of(p) == mine)
+        // A pod that reclaims waits for the pods of other quotas it evicted, too.
+        let reclaims = mine
+            .and_then(|n| quotas.named(n))
+            .is_some_and(|q| within(quotas.used_by(&q.name), &pod.requests.requests, &q.min, &q.tree.limited));
+        snapshot.nodes[i].pods.iter().filter(|p| p.terminating).any(|p| {
+            let theirs = quotas.tree_quota_of(p);
+            (theirs == mine && p.priority < pod.priority) || (reclaims && theirs.is_some() && theirs != mine)
+        })
+    }
+
+    fn evictable(&self, victim: &PodInfo) -> bool {
+        preemptible(victim)
     }
 
     fn potential(&self, pod: &PodInfo, snapshot: &Snapshot, i: usize) -> Vec<Arc<PodInfo>> {
