@@ -231,6 +231,21 @@ impl QuotaState {
         }
     }
 
+    /// The parent of a quota of a tree: `None` at the top, which is also where a quota
+    /// whose parent is unknown, is not a parent, or leads back to it stands.
+    pub fn parent_of(&self, q: &Quota) -> Option<&Quota> {
+        let parent = self.named(q.tree.parent.as_ref()?).filter(|p| p.tree.is_parent)?;
+        let mut at = parent;
+        for _ in 0..self.named.len() {
+            match at.tree.parent.as_ref().and_then(|n| self.named(n)) {
+                Some(up) if up.name == q.name => return None,
+                Some(up) => at = up,
+                None => return Some(parent),
+            }
+        }
+        None
+    }
+
     /// A quota by name.
     pub fn named(&self, name: &str) -> Option<&Quota> {
         self.named.get(name).map(|q| &**q)

@@ -110,23 +110,8 @@ pub fn shares(state: &QuotaState, total: &Resource) -> std::collections::HashMap
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     };
-    let parent_of = |q: &Quota| -> Option<String> {
-        // Up the chain: a parent that is unknown, not a parent, or leads back to `q`
-        // leaves `q` at the top.
-        let p = q.tree.parent.as_ref()?;
-        let parent = state.named(p).filter(|p| p.tree.is_parent)?;
-        let mut at = parent;
-        for _ in 0..quotas.len() {
-            match at.tree.parent.as_ref().and_then(|n| state.named(n)) {
-                Some(up) if up.name == q.name => return None,
-                Some(up) => at = up,
-                None => return Some(parent.name.clone()),
-            }
-        }
-        None
-    };
     let parents: std::collections::HashMap<&str, Option<String>> =
-        quotas.iter().map(|q| (q.name.as_str(), parent_of(q))).collect();
+        quotas.iter().map(|q| (q.name.as_str(), state.parent_of(q).map(|p| p.name.clone()))).collect();
     let children = |of: Option<&str>| -> Vec<&Quota> {
         quotas.iter().copied().filter(|q| parents[q.name.as_str()].as_deref() == of).collect()
     };

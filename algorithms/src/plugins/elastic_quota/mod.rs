@@ -98,7 +98,9 @@ fn subtree(state: &QuotaState, name: &str, get: for<'a> fn(&'a QuotaState, &str)
             continue;
         }
         total.add(get(state, &n));
-        todo.extend(state.all_named().filter(|q| q.tree.parent.as_deref() == Some(n.as_str())).map(|q| q.name.clone()));
+        todo.extend(
+            state.all_named().filter(|q| state.parent_of(q).is_some_and(|p| p.name == n)).map(|q| q.name.clone()),
+        );
         seen.push(n);
     }
     total
@@ -149,7 +151,7 @@ impl FilterPlugin for ElasticQuota {
         let Some(leaf) = state.tree_quota_of(pod).and_then(|n| state.named(n)) else { return Vec::new() };
         let shares = runtime::shares(state, &cluster_total(snapshot));
         let mut path = vec![leaf];
-        while let Some(parent) = path.last().and_then(|q| q.tree.parent.as_ref()).and_then(|p| state.named(p)) {
+        while let Some(parent) = path.last().and_then(|q| state.parent_of(q)) {
             if path.iter().any(|q| q.name == parent.name) {
                 break;
             }

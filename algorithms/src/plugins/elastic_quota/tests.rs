@@ -99,3 +99,20 @@ fn a_quota_within_its_min_reclaims_from_one_over_its_share_down_to_the_share() {
     assert!(TreeRules.refuses(&pod("a", "p", 0).info(), &snap));
     assert!(!TreeRules.refuses(&b, &snap));
 }
+
+#[test]
+fn explain_walks_the_tree_the_shares_use() {
+    // `b` names `a` as its parent, but `a` is no parent: `b` stands at the top, in the
+    // shares and in what explain shows.
+    let mut snap = cluster(&[], &[]);
+    let mut objects = (*snap.objects).clone();
+    let mut b = quota("b");
+    b.tree.parent = Some("a".into());
+    objects.quotas_mut().upsert(b).unwrap();
+    snap.objects = Arc::new(objects);
+    let p = pod("b", "p", 0).info();
+    let lines = ElasticQuota.explain(&p, &snap);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("quota b: "), "{lines:?}");
+    assert!(snap.objects.quotas().parent_of(snap.objects.quotas().named("b").unwrap()).is_none());
+}
