@@ -75,14 +75,19 @@ async fn gangs_are_bound_whole_or_not_at_all() {
     .await;
     // Each member's FailedScheduling event names the group (the first report may be the
     // wait for the rest of the group to exist; a repeated event keeps its first note).
-    let events = api::events(client, NS).await.unwrap();
-    for name in ["b-0", "b-1"] {
-        let failed = events_about(&events, name, "FailedScheduling");
-        assert!(
-            failed.iter().any(|e| e.note.as_deref().unwrap_or("").contains(r#"pod group "default/b""#)),
-            "{name}: {failed:?}"
-        );
-    }
+    // Events are written apart from scheduling: wait for them.
+    api::wait_for("each member's FailedScheduling event naming the group", Duration::from_secs(30), || async {
+        let events = api::events(client, NS).await.ok()?;
+        ["b-0", "b-1"]
+            .iter()
+            .all(|name| {
+                events_about(&events, name, "FailedScheduling")
+                    .iter()
+                    .any(|e| e.note.as_deref().unwrap_or("").contains(r#"pod group "default/b""#))
+            })
+            .then_some(())
+    })
+    .await;
     assert!(bound(client, "b-").await.is_empty());
     api::create_pod(client, &member("plain", "")).await.unwrap();
     let plain = api::wait_for("the plain pod bound", Duration::from_secs(30), || async {
