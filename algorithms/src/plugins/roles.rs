@@ -56,3 +56,10 @@ pub fn both<T: FilterPlugin + ScorePlugin + 'static>(p: T) -> Built {
     let p = Arc::new(p);
     Built { filter: Some(p.clone()), score: Some(p), ..Default::default() }
 }
+
+/// A plugin with PreFilter/Filter and PostFilter roles, one object behind both (the quota
+/// plugins).
+pub fn filter_and_post_filter<T: FilterPlugin + PostFilterPlugin + 'static>(p: T) -> Built {
+    let p = Arc::new(p);
+    Built { filter: Some(p.clone()), post_filter: Some(p), ..Default::default() }
+}

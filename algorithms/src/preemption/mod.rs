@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use rand::{Rng, RngCore};
 
 pub use crate::budgets::Budget;
-pub use victims::{Judge, evict, select_victims, select_victims_with};
+pub use victims::{Judge, evict, put_node, select_victims, select_victims_with};
 
 pub use crate::framework::Candidate;
 use crate::framework::{Evaluation, FitSummary, PostFilterPlugin, PostFilterResult, Profile};

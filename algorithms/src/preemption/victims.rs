@@ -53,7 +53,7 @@ impl<'a> Judge<'a> {
 }
 
 /// Puts `node` at `i` with a fresh generation.
-fn put(snapshot: &mut Snapshot, i: usize, mut node: NodeInfo) {
+pub fn put_node(snapshot: &mut Snapshot, i: usize, mut node: NodeInfo) {
     node.generation = next_generation();
     snapshot.replace_node(i, Arc::new(node));
     snapshot.set_pod_flags(i);
@@ -123,7 +123,7 @@ fn dry_run(
     if claims {
         evict(judge.profile, snapshot, &base, &potential);
     }
-    put(snapshot, i, node.clone());
+    put_node(snapshot, i, node.clone());
     let st = judge.fits(snapshot, i);
     if !st.is_success() {
         return Err(st);
@@ -143,10 +143,10 @@ fn dry_run(
                 let gone: Vec<Arc<PodInfo>> = victims.iter().chain(&pending).cloned().collect();
                 evict(judge.profile, snapshot, &base, &gone);
             }
-            put(snapshot, i, node.clone());
+            put_node(snapshot, i, node.clone());
             if !judge.fits(snapshot, i).is_success() {
                 node.remove_pod(&p.namespace, &p.name);
-                put(snapshot, i, node.clone());
+                put_node(snapshot, i, node.clone());
                 victims.push(p);
                 violations += usize::from(counts);
             }

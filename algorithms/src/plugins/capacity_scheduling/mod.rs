@@ -40,8 +40,7 @@ pub fn build(
     _: Option<&serde_json::Value>,
     _: crate::features::FeatureGates,
 ) -> Result<Built, super::ArgsError> {
-    let plugin = std::sync::Arc::new(CapacityScheduling);
-    Ok(Built { filter: Some(plugin.clone()), post_filter: Some(plugin), ..Default::default() })
+    Ok(super::roles::filter_and_post_filter(CapacityScheduling))
 }
 
 /// The plugin.

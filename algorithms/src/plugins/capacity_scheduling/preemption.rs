@@ -21,9 +21,8 @@ use rand::RngCore;
 use super::{CapacityScheduling, NAME, asked};
 use crate::budgets::split_by_budgets;
 use crate::framework::{Candidate, Evaluation, PostFilterPlugin, PostFilterResult, Profile};
-use crate::node_info::next_generation;
 use crate::pod_info::PodInfo;
-use crate::preemption::{Budget, DryRun, Judge, conclude, evict, more_important};
+use crate::preemption::{Budget, DryRun, Judge, conclude, evict, more_important, put_node};
 use crate::quotas::QuotaObjects;
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
@@ -291,13 +290,9 @@ fn dry_run(
     i: usize,
     budgets: &[Budget],
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
-    let potential = rules.potential(pod, snapshot, i);
-    let name = snapshot.nodes[i].name.clone();
-    if potential.is_empty() {
-        return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
-    }
-    let mut units = units(rules, potential, snapshot, i);
+    let mut units = units(rules, rules.potential(pod, snapshot, i), snapshot, i);
     if units.is_empty() {
+        let name = &snapshot.nodes[i].name;
         return Err(Status::unresolvable(format!("No victims found on node {name} for preemptor pod {}", pod.name)));
     }
     let base = snapshot.objects.clone();
@@ -307,10 +302,7 @@ fn dry_run(
     }
     let put = |snapshot: &mut Snapshot, node: &crate::node_info::NodeInfo, gone: Vec<Arc<PodInfo>>| {
         evict(profile, snapshot, &base, &gone);
-        let mut node = node.clone();
-        node.generation = next_generation();
-        snapshot.replace_node(i, Arc::new(node));
-        snapshot.set_pod_flags(i);
+        put_node(snapshot, i, node.clone());
     };
     put(snapshot, &node, units.iter().flat_map(Unit::pods).cloned().collect());
     let st = judge.fits(snapshot, i);
