@@ -65,7 +65,7 @@ fn cluster(placed: Vec<PodBuilder>, quotas: &[(&str, i64, i64, i64)]) -> Snapsho
 /// The victims PostFilter names on node-a, or its message.
 fn preempt(preemptor: &PodInfo, snap: &mut Snapshot) -> Result<Vec<String>, String> {
     let profile = profile();
-    let mut rng = rand::rngs::mock::StepRng::new(0, 1);
+    let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(1);
     let ev = evaluate(&profile, preemptor, snap, &mut rng, EvaluateOptions::default());
     assert!(ev.selected.is_none(), "the pod fits without preemption");
     match CapacityScheduling.post_filter(&profile, preemptor, snap, &ev, &mut rng) {
@@ -134,7 +134,7 @@ fn a_node_where_the_quota_would_still_refuse_the_pod_is_no_candidate() {
 
 fn eligible_with(preemptor: PodInfo, placed: Vec<PodBuilder>, quotas: &[(&str, i64, i64, i64)]) -> Result<(), String> {
     let snap = cluster(placed, quotas);
-    let mut rng = rand::rngs::mock::StepRng::new(0, 1);
+    let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(1);
     let ev = evaluate(&profile(), &preemptor, &snap, &mut rng, EvaluateOptions::default());
     eligible(&FlatRules, &profile(), &preemptor, &snap, &ev)
 }

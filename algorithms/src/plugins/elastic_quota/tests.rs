@@ -71,7 +71,7 @@ fn a_pod_is_admitted_while_its_quota_stays_within_its_runtime_share() {
     );
     assert!(ElasticQuota.pre_filter(&next_b, &snap).status.is_skip(), "b is within its share");
     // With nobody else asking, a may borrow everything up to its max.
-    let alone = cluster(&placed, &[next_a.clone()]);
+    let alone = cluster(&placed, std::slice::from_ref(&next_a));
     assert!(ElasticQuota.pre_filter(&next_a, &alone).status.is_skip());
     let free = PodBuilder::new("f").namespace("elsewhere").req("1", "").info();
     assert!(ElasticQuota.pre_filter(&free, &snap).status.is_skip(), "a pod no quota governs");
