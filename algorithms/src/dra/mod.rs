@@ -5,6 +5,7 @@
 mod allocator;
 mod capacity;
 mod cel_env;
+pub mod charge;
 mod diagnose;
 pub mod extended;
 pub mod kinds;

@@ -607,7 +607,7 @@ impl DraState {
 }
 
 /// The UID of the pod a claim is the extended resource claim of.
-fn special_owner(claim: &Claim) -> Option<&str> {
+pub(crate) fn special_owner(claim: &Claim) -> Option<&str> {
     let annotated = claim.api.metadata.annotations.as_ref().and_then(|a| a.get(super::extended::ANNOTATION));
     let (kind, _, uid) = claim.owner.as_ref()?;
     (annotated.is_some_and(|v| v == "true") && kind == "Pod").then_some(uid.as_str())

@@ -11,6 +11,8 @@
 //! namespaces without a quota cost nothing.
 
 pub mod api;
+#[cfg(test)]
+mod dra_tests;
 pub mod kinds;
 pub mod runtime;
 #[cfg(test)]
@@ -27,6 +29,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
 pub use api::ElasticQuota;
 
+use crate::dra::DraState;
 use crate::objects::{ClusterObjects, ObjectPart};
 use crate::quantity::Quantity;
 use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, Resource, is_extended_resource_name};
@@ -91,12 +94,16 @@ impl Quota {
 }
 
 /// Whether `a + b` exceeds `limit` in CPU, memory, ephemeral storage, or any named
-/// resource `a` lists (`bound` standing for those `limit` does not list).
+/// resource `a` lists (`bound` standing for those `limit` does not list, except a
+/// DeviceClass's devices, which only a quota naming them limits, as ResourceQuota).
 pub fn exceeds(a: &Resource, b: &Resource, limit: &Resource, bound: i64) -> bool {
     a.milli_cpu.saturating_add(b.milli_cpu) > limit.milli_cpu
         || a.memory.saturating_add(b.memory) > limit.memory
         || a.ephemeral_storage.saturating_add(b.ephemeral_storage) > limit.ephemeral_storage
-        || a.scalar.iter().any(|(name, v)| v.saturating_add(b.get(name)) > limit.scalar_value(name).unwrap_or(bound))
+        || a.scalar.iter().any(|(name, v)| {
+            let limit = limit.scalar_value(name).or((!crate::dra::charge::is_devices_key(name)).then_some(bound));
+            limit.is_some_and(|l| v.saturating_add(b.get(name)) > l)
+        })
 }
 
 /// Whether a quota counts a resource of this name.
@@ -139,6 +146,29 @@ pub struct QuotaState {
     /// The quotas by name changed since the placed pods were last counted against them
     /// (a pod's quota may have changed with them: all are counted afresh).
     recount_tree: bool,
+    /// The ResourceClaims of placed pods some quota governs, by key: each counted once,
+    /// however many of those pods share it (see [`crate::dra::charge`]).
+    claims: HashMap<String, ClaimCharge>,
+    /// The claims each of those pods uses, by the pod's key, as they were counted.
+    pod_claims: HashMap<String, Vec<String>>,
+    /// Claims of placed pods not allocated when their pod was placed (Reserve allocates
+    /// them just after the pod is assumed; a watched pod may arrive before its claim).
+    unsettled: Vec<String>,
+    /// The DRA objects' generation when the unsettled claims were last looked at.
+    dra_seen: u64,
+}
+
+/// A claim of placed pods, as its quotas count it.
+#[derive(Debug, Clone, PartialEq)]
+struct ClaimCharge {
+    /// The namespace whose quota counts it (the first pod's).
+    namespace: String,
+    /// The quota of a tree that counts it (the first pod's).
+    tree: Option<String>,
+    /// What its devices count as; `None` while it is not allocated.
+    amount: Option<Resource>,
+    /// How many placed pods use it.
+    holders: u32,
 }
 
 impl ObjectPart for QuotaState {}
@@ -196,29 +226,56 @@ impl QuotaState {
         Ok(replaced)
     }
 
-    /// Whether a quota arrived whose namespace's placed pods are not counted yet.
-    pub fn needs_recount(&self) -> bool {
-        !self.fresh.is_empty() || self.recount_tree
+    /// Whether a quota arrived whose namespace's placed pods are not counted yet, or
+    /// claims of placed pods that were not allocated may be now (the DRA objects are at
+    /// `dra_generation`).
+    pub fn needs_recount(&self, dra_generation: u64) -> bool {
+        !self.fresh.is_empty() || self.recount_tree || (!self.unsettled.is_empty() && dra_generation != self.dra_seen)
     }
 
-    /// Counts afresh the use of the namespaces whose quota arrived since the last count,
-    /// from every placed pod.
-    pub fn recount(&mut self, placed: &mut dyn Iterator<Item = &crate::pod_info::PodInfo>) {
-        let fresh = std::mem::take(&mut self.fresh);
-        let tree = std::mem::take(&mut self.recount_tree);
-        for ns in &fresh {
-            self.used.remove(ns);
-        }
-        if tree {
+    /// Counts afresh, from every placed pod, when quotas arrived or quotas of trees
+    /// changed since the last count; and counts the claims of placed pods allocated
+    /// since they were placed.
+    pub fn recount(&mut self, placed: &mut dyn Iterator<Item = &crate::pod_info::PodInfo>, dra: &DraState) {
+        if !self.fresh.is_empty() || self.recount_tree {
+            self.fresh.clear();
+            self.recount_tree = false;
+            self.used = HashMap::default();
             self.used_by = HashMap::default();
+            self.claims = HashMap::default();
+            self.pod_claims = HashMap::default();
+            self.unsettled.clear();
+            for pod in placed {
+                if self.governs(pod) {
+                    self.charge_pod(pod, dra);
+                }
+            }
         }
-        for pod in placed {
-            if fresh.contains(&pod.namespace) {
-                self.charge(&pod.namespace, &pod.requests.requests);
+        self.settle(dra);
+    }
+
+    /// Counts the unsettled claims that are allocated now.
+    fn settle(&mut self, dra: &DraState) {
+        self.dra_seen = dra.generation();
+        let unsettled = std::mem::take(&mut self.unsettled);
+        for key in unsettled {
+            let amount = dra.claim(&key).and_then(|c| crate::dra::charge::allocated_charge(dra, c));
+            match amount {
+                Some(amount) => self.count_claim(&key, amount),
+                None if self.claims.contains_key(&key) => self.unsettled.push(key),
+                None => {}
             }
-            if tree && let Some(name) = self.tree_quota_of(pod).map(str::to_string) {
-                add(&mut self.used_by, &name, &pod.requests.requests);
-            }
+        }
+    }
+
+    /// Counts what claim `key`'s devices count as against the quotas of its first pod.
+    fn count_claim(&mut self, key: &str, amount: Resource) {
+        let Some(charge) = self.claims.get_mut(key) else { return };
+        let (namespace, tree) = (charge.namespace.clone(), charge.tree.clone());
+        charge.amount = Some(amount.clone());
+        self.charge(&namespace, &amount);
+        if let Some(tree) = tree {
+            add(&mut self.used_by, &tree, &amount);
         }
     }
 
@@ -271,21 +328,58 @@ impl QuotaState {
         self.quotas.contains_key(&pod.namespace) || self.tree_quota_of(pod).is_some()
     }
 
-    /// Charges a placed pod to its namespace's quota and its quota of a tree.
-    pub fn charge_pod(&mut self, pod: &crate::pod_info::PodInfo) {
+    /// Charges a placed pod to its namespace's quota and its quota of a tree: its
+    /// requests, and the devices of its claims as allocated (a claim another placed pod
+    /// uses is counted already; one not allocated yet is counted once it is).
+    pub fn charge_pod(&mut self, pod: &crate::pod_info::PodInfo, dra: &DraState) {
         self.charge(&pod.namespace, &pod.requests.requests);
-        if let Some(name) = self.tree_quota_of(pod).map(str::to_string) {
-            add(&mut self.used_by, &name, &pod.requests.requests);
+        let tree = self.tree_quota_of(pod).map(str::to_string);
+        if let Some(name) = &tree {
+            add(&mut self.used_by, name, &pod.requests.requests);
         }
+        let keys = crate::dra::charge::pod_claim_keys(dra, pod);
+        if keys.is_empty() {
+            return;
+        }
+        for key in &keys {
+            if let Some(charge) = self.claims.get_mut(key) {
+                charge.holders += 1;
+                continue;
+            }
+            let charge = ClaimCharge { namespace: pod.namespace.clone(), tree: tree.clone(), amount: None, holders: 1 };
+            self.claims.insert(key.clone(), charge);
+            match dra.claim(key).and_then(|c| crate::dra::charge::allocated_charge(dra, c)) {
+                Some(amount) => self.count_claim(key, amount),
+                None => self.unsettled.push(key.clone()),
+            }
+        }
+        self.pod_claims.insert(pod.key(), keys);
     }
 
-    /// Takes back what [`QuotaState::charge_pod`] charged.
+    /// Takes back what [`QuotaState::charge_pod`] charged (a claim's devices with the
+    /// last placed pod using it).
     pub fn discharge_pod(&mut self, pod: &crate::pod_info::PodInfo) {
         self.discharge(&pod.namespace, &pod.requests.requests);
         if let Some(name) = self.tree_quota_of(pod).map(str::to_string)
             && let Some(used) = self.used_by.get_mut(&name)
         {
             used.sub(&pod.requests.requests);
+        }
+        let Some(keys) = self.pod_claims.remove(&pod.key()) else { return };
+        for key in keys {
+            let Some(charge) = self.claims.get_mut(&key) else { continue };
+            charge.holders = charge.holders.saturating_sub(1);
+            if charge.holders > 0 {
+                continue;
+            }
+            let Some(gone) = self.claims.remove(&key) else { continue };
+            self.unsettled.retain(|k| *k != key);
+            if let Some(amount) = gone.amount {
+                self.discharge(&gone.namespace, &amount);
+                if let Some(used) = gone.tree.and_then(|t| self.used_by.get_mut(&t)) {
+                    used.sub(&amount);
+                }
+            }
         }
     }
 

@@ -215,13 +215,13 @@ fn a_quota_that_comes_after_its_pods_counts_them_afresh_once() {
     st.charge("ns1", &res(1000, 0, None, 0));
     assert_eq!(st.used("ns1"), &Resource::default(), "no quota yet: nothing kept");
     st.upsert(quota(Resource::default(), Resource::default())).unwrap();
-    assert!(st.needs_recount());
+    assert!(st.needs_recount(0));
     st.charge("ns1", &res(1000, 0, None, 0));
-    st.recount(&mut placed.iter());
-    assert!(!st.needs_recount());
+    st.recount(&mut placed.iter(), &Default::default());
+    assert!(!st.needs_recount(0));
     assert_eq!(st.used("ns1").milli_cpu, 3000, "the placed pods, not what was charged before the count");
     st.upsert(quota(Resource::default(), res(1, 1, None, 1))).unwrap();
-    assert!(!st.needs_recount(), "a changed quota keeps its count");
+    assert!(!st.needs_recount(0), "a changed quota keeps its count");
     st.remove("ns1/q");
     assert_eq!(st.used("ns1"), &Resource::default());
 }

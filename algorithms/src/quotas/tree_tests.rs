@@ -145,8 +145,8 @@ fn pods_count_against_the_quota_their_label_names_else_their_namespaces() {
     assert_eq!(st.tree_quota_of(&labelled), Some("other"));
     assert_eq!(st.tree_quota_of(&plain), Some("team"));
     assert_eq!(st.tree_quota_of(&unknown), Some("team"), "a label naming no quota falls back to the namespace");
-    st.charge_pod(&labelled);
-    st.charge_pod(&plain);
+    st.charge_pod(&labelled, &Default::default());
+    st.charge_pod(&plain, &Default::default());
     assert_eq!((st.used_by("other").milli_cpu, st.used_by("team").milli_cpu), (1000, 1000));
     assert_eq!(st.used("team").milli_cpu, 2000, "the namespace's own count is scheduler-plugins'");
     st.discharge_pod(&labelled);
@@ -167,20 +167,20 @@ fn a_parent_loop_leaves_its_quotas_at_the_top() {
 fn a_quota_named_by_pods_before_it_exists_takes_their_use_over_when_it_arrives() {
     let mut st = QuotaState::default();
     st.upsert(quota("team", (1, 1), (8, 8), None, false, true)).unwrap();
-    assert!(st.needs_recount());
-    st.recount(&mut std::iter::empty());
+    assert!(st.needs_recount(0));
+    st.recount(&mut std::iter::empty(), &Default::default());
     let labelled = PodBuilder::new("p").namespace("team").label(QUOTA_NAME_LABEL, "later").req("1", "").info();
-    st.charge_pod(&labelled);
+    st.charge_pod(&labelled, &Default::default());
     assert_eq!(st.used_by("team").milli_cpu, 1000, "its namespace's quota, while `later` is unknown");
     st.upsert(quota("later", (1, 1), (8, 8), None, false, true)).unwrap();
-    assert!(st.needs_recount());
-    st.recount(&mut [labelled.clone()].iter());
+    assert!(st.needs_recount(0));
+    st.recount(&mut [labelled.clone()].iter(), &Default::default());
     assert_eq!((st.used_by("team").milli_cpu, st.used_by("later").milli_cpu), (0, 1000));
     st.discharge_pod(&labelled);
     assert_eq!((st.used_by("team").milli_cpu, st.used_by("later").milli_cpu), (0, 0), "taken back where it is");
-    st.charge_pod(&labelled);
+    st.charge_pod(&labelled, &Default::default());
     st.remove("later/later");
-    st.recount(&mut [labelled.clone()].iter());
+    st.recount(&mut [labelled.clone()].iter(), &Default::default());
     assert_eq!(st.used_by("team").milli_cpu, 1000, "back to its namespace's quota when `later` goes");
 }
 

@@ -256,7 +256,7 @@ impl Observer for Watch {
             // Quotas off: the shares they would give, with the same demand.
             state = self.quotas.clone();
             for p in snap.nodes.iter().flat_map(|n| n.pods.iter()) {
-                state.charge_pod(p);
+                state.charge_pod(p, algorithms::dra::DraObjects::dra(&*snap.objects));
             }
         }
         state.set_waiting(&mut engine.queue.pods());

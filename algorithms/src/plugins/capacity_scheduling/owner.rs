@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{amounts, limits};
+use crate::dra::DraObjects;
 use crate::framework::ApiWrite;
 use crate::objects::ClusterObjects;
 use crate::owners::{Controller, ObjectError, Owner, Reported, Sample, World, read};
@@ -40,7 +41,8 @@ impl Owner for Quotas {
         if !objects.quotas().governs(pod) {
             return false;
         }
-        objects.quotas_mut().charge_pod(pod);
+        let dra = objects.dra_shared();
+        objects.quotas_mut().charge_pod(pod, &dra);
         true
     }
 
@@ -61,11 +63,12 @@ impl Owner for Quotas {
     }
 
     fn needs_recount(&self, objects: &ClusterObjects) -> bool {
-        objects.quotas().needs_recount()
+        objects.quotas().needs_recount(objects.dra().generation())
     }
 
     fn recount(&self, objects: &mut ClusterObjects, placed: &mut dyn Iterator<Item = &PodInfo>) {
-        objects.quotas_mut().recount(placed);
+        let dra = objects.dra_shared();
+        objects.quotas_mut().recount(placed, &dra);
     }
 
     fn gauges(&self, objects: &ClusterObjects, pending: &[&PodInfo]) -> Vec<Sample> {

@@ -40,7 +40,7 @@ fn cluster(placed: &[PodInfo], waiting: &[PodInfo]) -> Snapshot {
     for p in placed {
         let mut p = p.clone();
         p.node_name = Some("n".into());
-        objects.quotas_mut().charge_pod(&p);
+        objects.quotas_mut().charge_pod(&p, &Default::default());
         n.add_pod(Arc::new(p));
     }
     objects.quotas_mut().set_waiting(&mut waiting.iter());
