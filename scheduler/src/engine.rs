@@ -217,12 +217,13 @@ impl Engine {
         pod: &PodInfo,
         node: &str,
         profile: &Profile,
+        limits: Option<&algorithms::framework::Limits>,
         now: Instant,
     ) -> Result<Arc<PodInfo>, Refused> {
         let placed = self.cache.assume(pod, node).map_err(|e| Refused::Error(format!("failed to assume pod: {e}")))?;
         let key = pod.key();
         let t0 = Instant::now();
-        let reserved = self.cache.reserve(pod, node, &profile.reserves);
+        let reserved = self.cache.reserve(pod, node, &profile.reserves, limits);
         self.timed(Point::Reserve, Ended::ok(reserved.is_ok()), &profile.scheduler_name, t0);
         if let Err(e) = reserved {
             self.cache.forget(&key);
@@ -483,7 +484,7 @@ impl Cycler {
             }
             (Some(i), None) => {
                 let node = self.snapshot.nodes[i].name.clone();
-                match engine.reserve(&pod, &node, &self.profiles[profile], now) {
+                match engine.reserve(&pod, &node, &self.profiles[profile], ev.limits.as_ref(), now) {
                     Ok(placed) => {
                         engine.queue.done(&key);
                         engine.cache.nominator.remove(&key);

@@ -108,6 +108,18 @@ pub struct Plan {
     /// The number of the claims' shape (see [`super::memo`]): what a search on given
     /// devices held by given claims depends on.
     shape: u64,
+    /// What limits (a quota's) leave the claims, when any do.
+    budget: Option<Budget>,
+}
+
+/// How many devices limits leave the claims: one slot per limited resource that their
+/// devices count as (see [`super::charge`]).
+#[derive(Debug, Clone, Default)]
+struct Budget {
+    /// How many more devices each slot allows.
+    left: Vec<i64>,
+    /// The slots one device counts against, by claim, request and alternative.
+    slots: Vec<Vec<Vec<Vec<usize>>>>,
 }
 
 impl Plan {
@@ -126,6 +138,46 @@ impl Plan {
         self.timeout = (!timeout.is_zero()).then_some(timeout);
         self
     }
+
+    /// Keeps the devices `claims` (those the plan was made for) are given within
+    /// `limits`: an alternative whose devices would take more than a limit leaves is
+    /// passed over for the next, and devices taken with admin access count for nothing.
+    pub fn limit(&mut self, state: &DraState, claims: &[Arc<Claim>], limits: &crate::framework::Limits) {
+        let mut keys: Vec<(String, Option<usize>)> = Vec::new();
+        let mut left = Vec::new();
+        let mut slot = |key: String| -> Option<usize> {
+            if let Some((_, at)) = keys.iter().find(|(k, _)| *k == key) {
+                return *at;
+            }
+            let at = limits.of(&key).map(|n| {
+                left.push(n);
+                left.len() - 1
+            });
+            keys.push((key, at));
+            at
+        };
+        let slots: Vec<Vec<Vec<Vec<usize>>>> = claims
+            .iter()
+            .map(|c| {
+                c.requests
+                    .iter()
+                    .map(|r| {
+                        r.alternatives
+                            .iter()
+                            .map(|a| {
+                                if a.admin_access {
+                                    return Vec::new();
+                                }
+                                let keys = super::charge::alternative_keys(state, c, a);
+                                keys.into_iter().filter_map(&mut slot).collect()
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        self.budget = (!left.is_empty()).then_some(Budget { left, slots });
+    }
 }
 
 /// Checks `claims` as kube-scheduler does before searching and compiles their selectors.
@@ -143,6 +195,7 @@ pub fn plan(state: &DraState, claims: &[Arc<Claim>], features: Features) -> Resu
         partitionable: features.partitionable,
         consumable: features.consumable_capacity,
         shape: 0,
+        budget: None,
     };
     plan.shape = shape(claims, &plan);
     Ok(plan)
@@ -258,6 +311,7 @@ fn run_search(
             picks: vec![Vec::new(); claims.len()],
             constraints: claims.iter().map(|c| vec![Match::default(); c.constraints.len()]).collect(),
             chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
+            spent: vec![0; plan.budget.as_ref().map_or(0, |b| b.left.len())],
         };
         let found = search.claim(0)?;
         if search.timed_out {
@@ -278,7 +332,8 @@ fn run_search(
         }
         Ok(Outcome::Allocated(out))
     };
-    if build {
+    // Answers within limits are not remembered: the limits are not part of the shape.
+    if build || plan.budget.is_some() {
         return search();
     }
     let stamps = || reach.pools.iter().map(|p| state.pool_stamp(p.key));
@@ -398,6 +453,8 @@ struct Search<'a> {
     constraints: Vec<Vec<Match>>,
     /// The alternative chosen for each request.
     chosen: Vec<Vec<usize>>,
+    /// Devices taken against each slot of the plan's budget.
+    spent: Vec<i64>,
 }
 
 impl Search<'_> {
@@ -418,10 +475,14 @@ impl Search<'_> {
             self.chosen[c][r] = a;
             let done = match alt.mode {
                 Mode::Count(n) => {
-                    if self.picks[c].len() + n as usize > MAX_RESULTS {
+                    if self.picks[c].len() + n as usize > MAX_RESULTS || !self.spend(c, r, a, n as i64) {
                         continue;
                     }
-                    self.pick(c, r, a, n as usize, 0)?
+                    let done = self.pick(c, r, a, n as usize, 0)?;
+                    if !done {
+                        self.spend(c, r, a, -(n as i64));
+                    }
+                    done
                 }
                 Mode::All => self.all(c, r, a)?,
             };
@@ -492,6 +553,10 @@ impl Search<'_> {
         if wanted.is_empty() || self.picks[c].len() + wanted.len() > MAX_RESULTS {
             return Ok(false);
         }
+        let counted = if alt.admin_access { 0 } else { wanted.len() as i64 };
+        if !self.spend(c, r, a, counted) {
+            return Ok(false);
+        }
         let mut taken = 0;
         let mut ok = true;
         for &k in &wanted {
@@ -512,7 +577,23 @@ impl Search<'_> {
         for _ in 0..taken {
             self.untake(c);
         }
+        self.spend(c, r, a, -counted);
         Ok(false)
+    }
+
+    /// Counts `n` devices for alternative `a` of request `r` of claim `c` against the
+    /// budget if every slot they count against allows it (a negative `n` gives them
+    /// back); returns whether it did.
+    fn spend(&mut self, c: usize, r: usize, a: usize, n: i64) -> bool {
+        let Some(budget) = &self.plan.budget else { return true };
+        let slots = &budget.slots[c][r][a];
+        if n > 0 && slots.iter().any(|&s| self.spent[s] + n > budget.left[s]) {
+            return false;
+        }
+        for &s in slots {
+            self.spent[s] += n;
+        }
+        true
     }
 
     /// Whether the search passed its deadline (looked at every 64 steps).

@@ -34,6 +34,18 @@ pub trait ReservePlugin: Send + Sync {
     fn reserve(&self, objects: &mut ClusterObjects, pod: &PodInfo, node: &NodeInfo)
     -> Result<Option<Reserved>, Status>;
 
+    /// [`ReservePlugin::reserve`] within the limits the pod's PreFilters gave (see
+    /// [`super::Limits`]); a plugin that chooses amounts for the pod keeps to them.
+    fn reserve_within(
+        &self,
+        objects: &mut ClusterObjects,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        _limits: Option<&super::Limits>,
+    ) -> Result<Option<Reserved>, Status> {
+        self.reserve(objects, pod, node)
+    }
+
     /// Undoes what [`ReservePlugin::reserve`] assumed for the pod `key`.
     fn unreserve(&self, objects: &mut ClusterObjects, key: &str, reserved: &Reserved);
 }

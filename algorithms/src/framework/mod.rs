@@ -2,6 +2,7 @@
 
 mod cached;
 mod lifecycle;
+mod limits;
 mod normalize;
 mod parallel;
 pub mod placement_score;
@@ -17,6 +18,7 @@ pub use cached::{EquivalenceCache, evaluate_cached};
 pub use lifecycle::{
     ApiWrite, Permit, PermitPlugin, PreBindPlugin, Progress, ReservePlugin, Reserved, resource_version,
 };
+pub use limits::Limits;
 pub use normalize::default_normalize;
 pub use parallel::{fold_chunks, map_nodes, on_pool};
 pub use post_filter::{
@@ -57,6 +59,11 @@ impl PluginState {
     pub fn get<T: Any>(&self) -> Option<&T> {
         self.0.as_ref().and_then(|b| b.downcast_ref::<T>())
     }
+
+    /// The state to change, if it is of type `T`.
+    pub fn get_mut<T: Any>(&mut self) -> Option<&mut T> {
+        self.0.as_mut().and_then(|b| b.downcast_mut::<T>())
+    }
 }
 
 /// What a PreFilter produced.
@@ -67,22 +74,30 @@ pub struct PreFilterOutcome {
     pub state: PluginState,
     /// When set, only these nodes can fit.
     pub node_names: Option<HashSet<String>>,
+    /// Limits on what the pod may be given beyond its requests (see [`Limits`]).
+    pub limits: Option<Limits>,
 }
 
 impl PreFilterOutcome {
     /// Run Filter with this state.
     pub fn run(state: PluginState) -> Self {
-        PreFilterOutcome { status: Status::success(), state, node_names: None }
+        PreFilterOutcome { status: Status::success(), state, node_names: None, limits: None }
     }
 
     /// Do not run Filter for this pod.
     pub fn skip() -> Self {
-        PreFilterOutcome { status: Status::skip(), state: PluginState::none(), node_names: None }
+        PreFilterOutcome { status: Status::skip(), state: PluginState::none(), node_names: None, limits: None }
+    }
+
+    /// The same, with limits on what the pod may be given.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
     }
 
     /// Reject every node with this status.
     pub fn reject(status: Status) -> Self {
-        PreFilterOutcome { status, state: PluginState::none(), node_names: None }
+        PreFilterOutcome { status, state: PluginState::none(), node_names: None, limits: None }
     }
 }
 
@@ -102,6 +117,10 @@ pub trait FilterPlugin: Send + Sync {
     fn pre_filter(&self, _pod: &PodInfo, _snapshot: &Snapshot) -> PreFilterOutcome {
         PreFilterOutcome::run(PluginState::none())
     }
+
+    /// Takes the limits the PreFilters gave (see [`Limits`]) into this plugin's state,
+    /// after every PreFilter ran; nothing by default.
+    fn limit(&self, _state: &mut PluginState, _limits: &Limits) {}
 
     /// Whether the pod fits on the node, as far as this plugin is concerned.
     fn filter(&self, state: &PluginState, pod: &PodInfo, node: &NodeInfo) -> Status;

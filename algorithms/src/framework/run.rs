@@ -52,6 +52,8 @@ pub struct Evaluation {
     pub error: Option<Status>,
     /// How long PreFilter took, in seconds.
     pub pre_filter_seconds: f64,
+    /// The limits PreFilters put on what the pod may be given, for Reserve.
+    pub limits: Option<super::Limits>,
 }
 
 /// Options for one attempt.
@@ -306,6 +308,19 @@ pub(crate) fn pre_filter_all(
                     None => (names, plugin.name()),
                     Some((prev, p)) => (prev.intersection(&names).cloned().collect(), p),
                 });
+            }
+            if let Some(limits) = out.limits {
+                ev.limits = Some(match ev.limits.take() {
+                    None => limits,
+                    Some(before) => before.and(limits),
+                });
+            }
+        }
+        if let Some(limits) = &ev.limits {
+            for (plugin, state) in profile.filters.iter().zip(states.iter_mut()) {
+                if let Some(state) = state {
+                    plugin.limit(state, limits);
+                }
             }
         }
         Some((states, allowed))

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use algorithms::PodInfo;
-use algorithms::framework::{ReservePlugin, Reserved};
+use algorithms::framework::{Limits, ReservePlugin, Reserved};
 
 use super::Cache;
 
@@ -23,7 +23,13 @@ impl std::fmt::Debug for Reservation {
 impl Cache {
     /// Reserve: runs `plugins` for the pod assumed on `node`. When one fails, those that
     /// reserved before it are undone, and the error names it as kube-scheduler does.
-    pub fn reserve(&mut self, pod: &PodInfo, node: &str, plugins: &[Arc<dyn ReservePlugin>]) -> Result<(), String> {
+    pub fn reserve(
+        &mut self,
+        pod: &PodInfo,
+        node: &str,
+        plugins: &[Arc<dyn ReservePlugin>],
+        limits: Option<&Limits>,
+    ) -> Result<(), String> {
         let key = pod.key();
         // A reservation left by an earlier pod of the same name goes first.
         self.unreserve(&key);
@@ -37,7 +43,7 @@ impl Cache {
         for plugin in plugins {
             // A plugin that reserves nothing changes nothing, so a pod without volumes
             // does not make the next snapshot copy the objects.
-            match plugin.reserve(&mut self.objects, pod, &info) {
+            match plugin.reserve_within(&mut self.objects, pod, &info, limits) {
                 Ok(Some(r)) => {
                     self.objects_changed = true;
                     done.push((plugin.clone(), r));
@@ -116,7 +122,7 @@ mod tests {
         let mut c = cache();
         let p = pod();
         c.assume(&p, "b").unwrap();
-        c.reserve(&p, "b", &plugins()).unwrap();
+        c.reserve(&p, "b", &plugins(), None).unwrap();
         let reserved = c.reserved("default/p", "VolumeBinding").unwrap();
         // What PreBind writes from the reservation: the static volume's claimRef, then
         // the provisioned claim's node.
@@ -140,7 +146,7 @@ mod tests {
         let mut c = cache();
         let p = pod();
         c.assume(&p, "a").unwrap();
-        c.reserve(&p, "a", &plugins()).unwrap();
+        c.reserve(&p, "a", &plugins(), None).unwrap();
         c.forget("default/p");
         assert!(c.reserved("default/p", "VolumeBinding").is_none());
         let st = c.objects().volumes();
@@ -153,12 +159,12 @@ mod tests {
         let mut c = cache();
         let p = pod();
         c.assume(&p, "a").unwrap();
-        c.reserve(&p, "a", &plugins()).unwrap();
+        c.reserve(&p, "a", &plugins(), None).unwrap();
         c.remove_node("a");
         assert!(c.reserved("default/p", "VolumeBinding").is_none());
         assert!(c.objects().volumes().volume("pv-static").unwrap().claim_ref.is_none());
         c.assume(&p, "b").unwrap();
-        c.reserve(&p, "b", &plugins()).unwrap();
+        c.reserve(&p, "b", &plugins(), None).unwrap();
         c.remove_pod("default/p");
         assert!(!c.has_reservation("default/p"));
         assert!(c.objects().volumes().claim("default/dyn").unwrap().selected_node.is_none());
@@ -170,7 +176,7 @@ mod tests {
         c.objects_mut().volumes_mut().remove_volume("pv-static");
         let p = pod();
         c.assume(&p, "a").unwrap();
-        let err = c.reserve(&p, "a", &plugins()).unwrap_err();
+        let err = c.reserve(&p, "a", &plugins(), None).unwrap_err();
         assert_eq!(
             err,
             "running Reserve plugin \"VolumeBinding\": node(s) didn't find available persistent volumes to bind"
@@ -209,14 +215,15 @@ mod tests {
         let mut c = cache();
         let p = PodBuilder::new("q").info();
         c.assume(&p, "a").unwrap();
-        let err = c.reserve(&p, "a", &[rec("First", false), rec("Second", false), rec("Third", true)]).unwrap_err();
+        let err =
+            c.reserve(&p, "a", &[rec("First", false), rec("Second", false), rec("Third", true)], None).unwrap_err();
         assert_eq!(err, "running Reserve plugin \"Third\": no room");
         assert_eq!(
             *log.lock().unwrap(),
             ["reserve First", "reserve Second", "reserve Third", "unreserve Second", "unreserve First"]
         );
         log.lock().unwrap().clear();
-        c.reserve(&p, "a", &[rec("First", false), rec("Second", false)]).unwrap();
+        c.reserve(&p, "a", &[rec("First", false), rec("Second", false)], None).unwrap();
         c.forget("default/q");
         assert_eq!(*log.lock().unwrap(), ["reserve First", "reserve Second", "unreserve Second", "unreserve First"]);
     }

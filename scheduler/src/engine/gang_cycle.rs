@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use algorithms::PodInfo;
 use algorithms::events::ClusterEvent;
-use algorithms::framework::{EvaluateOptions, evaluate};
+use algorithms::framework::{EvaluateOptions, Limits, evaluate};
 use algorithms::framework::{PostFilterResult, run_post_filters};
 use algorithms::plugins::registry::OWNERS;
 
@@ -131,7 +131,10 @@ impl Cycler {
             }
         };
         let mut members: Vec<Option<Attempt>> = members.into_iter().map(Some).collect();
-        let placed = placed.into_iter().filter_map(|(i, node)| Some((members.get_mut(i)?.take()?, node))).collect();
+        let placed = placed
+            .into_iter()
+            .filter_map(|(i, node, limits)| Some((members.get_mut(i)?.take()?, node, limits)))
+            .collect();
         let failed = failed.into_iter().filter_map(|(i, m, p)| Some((members.get_mut(i)?.take()?, m, p))).collect();
         GroupPlan { group, need, placed, failed, preemptions, message, domains }
     }
@@ -151,8 +154,9 @@ impl Cycler {
             let ev = self.evaluate_within(scratch, attempt, within);
             let chosen = ev.selected.filter(|_| ev.error.is_none());
             let profile = &self.profiles[attempt.profile];
-            match chosen.map(|i| (i, place(scratch, i, &attempt.queued.pod, profile))) {
-                Some((i, Ok(()))) => placed.push((k, scratch.nodes[i].name.clone())),
+            let limits = ev.limits.as_ref();
+            match chosen.map(|i| (i, place(scratch, i, &attempt.queued.pod, profile, limits))) {
+                Some((i, Ok(()))) => placed.push((k, scratch.nodes[i].name.clone(), ev.limits.clone())),
                 Some((_, Err(message))) => failed.push((k, message, Vec::new())),
                 None => {
                     let mut plugins: Vec<&'static str> = ev
@@ -180,9 +184,9 @@ impl Cycler {
             let mut reserved: Vec<(Attempt, String, Arc<PodInfo>)> = Vec::new();
             let mut refused = None;
             let mut placed = placed.into_iter();
-            for (attempt, node) in placed.by_ref() {
+            for (attempt, node, limits) in placed.by_ref() {
                 let profile = &self.profiles[attempt.profile];
-                match engine.reserve(&attempt.queued.pod, &node, profile, now) {
+                match engine.reserve(&attempt.queued.pod, &node, profile, limits.as_ref(), now) {
                     Ok(info) => reserved.push((attempt, node, info)),
                     Err(e) => {
                         let message = match e {
@@ -203,7 +207,7 @@ impl Cycler {
                     .into_iter()
                     .map(|(a, ..)| a)
                     .chain([attempt])
-                    .chain(placed.map(|(a, _)| a))
+                    .chain(placed.map(|(a, _, _)| a))
                     .chain(failed.into_iter().map(|(a, ..)| a));
                 for attempt in rest.collect::<Vec<_>>() {
                     engine.forget(&attempt.queued.pod.key(), now);
@@ -241,7 +245,7 @@ impl Cycler {
         plugins.push(COSCHEDULING);
         plugins.sort_unstable();
         plugins.dedup();
-        for (attempt, _) in placed {
+        for (attempt, _, _) in placed {
             cycles.push(self.park(engine, attempt, message.clone(), plugins.clone(), now));
         }
         let mut preemptions = preemptions.map(Vec::into_iter);
@@ -358,8 +362,9 @@ pub struct GroupAttempt {
     topology: Option<String>,
 }
 
-/// A member placed: its index among the members, and its node.
-pub(super) type Placed = (usize, String);
+/// A member placed: its index among the members, its node, and the limits its
+/// PreFilters gave (for its Reserve).
+pub(super) type Placed = (usize, String, Option<Limits>);
 /// A member not placed: its index, its message and the plugins that turned it away.
 pub(super) type Failed = (usize, String, Vec<&'static str>);
 
@@ -368,7 +373,7 @@ pub(super) type Failed = (usize, String, Vec<&'static str>);
 pub struct GroupPlan {
     group: String,
     need: usize,
-    placed: Vec<(Attempt, String)>,
+    placed: Vec<(Attempt, String, Option<Limits>)>,
     failed: Vec<(Attempt, String, Vec<&'static str>)>,
     preemptions: Option<Vec<Preempted>>,
     /// The message of a constrained group that no domain holds.
@@ -400,19 +405,25 @@ impl GroupPlan {
 
     /// The members placed, as (pod name, node), in the order they are assumed.
     pub fn placed(&self) -> Vec<(String, String)> {
-        self.placed.iter().map(|(a, node)| (a.queued.pod.name.clone(), node.clone())).collect()
+        self.placed.iter().map(|(a, node, _)| (a.queued.pod.name.clone(), node.clone())).collect()
     }
 }
 
 /// Places a member on node `i` of a scratch snapshot, as Reserve would in the cache: its
 /// pod on the node, and what the profile's Reserve plugins assume in a copy of the
 /// cluster objects. `Err` is why a Reserve plugin refused it (the copy is left as it was).
-fn place(scratch: &mut Snapshot, i: usize, pod: &PodInfo, profile: &algorithms::Profile) -> Result<(), String> {
+fn place(
+    scratch: &mut Snapshot,
+    i: usize,
+    pod: &PodInfo,
+    profile: &algorithms::Profile,
+    limits: Option<&Limits>,
+) -> Result<(), String> {
     let Some(node) = scratch.nodes.get(i).cloned() else { return Err(format!("node {i} is not in the snapshot")) };
     if !profile.reserves.is_empty() {
         let mut objects = (*scratch.objects).clone();
         for plugin in &profile.reserves {
-            if let Err(status) = plugin.reserve(&mut objects, pod, &node) {
+            if let Err(status) = plugin.reserve_within(&mut objects, pod, &node, limits) {
                 return Err(format!("running Reserve plugin \"{}\": {}", plugin.name(), status.message()));
             }
         }

@@ -11,6 +11,8 @@
 //! cache's assume and forget. A rejected pod is tried again when a placed pod goes away
 //! or a quota changes. PostFilter preempts under the quotas' rules (`preemption.rs`).
 
+#[cfg(test)]
+mod dra_tests;
 mod owner;
 pub mod preemption;
 #[cfg(test)]
@@ -21,8 +23,9 @@ mod tests;
 pub use owner::Quotas;
 
 use super::roles::Built;
+use crate::dra::charge::is_devices_key;
 use crate::events::{ClusterEvent, QueueingHint};
-use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::framework::{FilterPlugin, Limits, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::quotas::kinds::ELASTIC_QUOTA;
@@ -98,6 +101,37 @@ pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option
     None
 }
 
+/// How many more devices (by the resources they count as, see
+/// [`crate::dra::charge`]) the claims of `pod` may be given: what its quota's `max`
+/// leaves beyond its use and what it asks, and what every quota's `min` together leaves
+/// beyond every quota's use and what it asks with the nominated pods (a DeviceClass's
+/// devices only where some quota's `min` names them). `None` for a pod without claims or
+/// quota.
+pub fn device_limits(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Limits> {
+    let quota = state.quota(&pod.namespace)?;
+    if pod.resource_claims.is_empty() {
+        return None;
+    }
+    let asked = asked(state, pod, snapshot);
+    let mut in_quota = state.used(&pod.namespace).clone();
+    in_quota.add(&asked.in_quota);
+    let max = quota.max.clone();
+    let (mut all_used, mut all_min) = (asked.in_all, Resource::default());
+    for q in state.quotas() {
+        all_used.add(state.used(&q.namespace));
+        all_min.add(&q.min);
+    }
+    Some(Limits::new(move |name| {
+        let by_max = max.scalar_value(name).map(|m| m.saturating_sub(in_quota.get(name)));
+        let min = all_min.scalar_value(name).or((!is_devices_key(name)).then_some(0));
+        let by_min = min.map(|m| m.saturating_sub(all_used.get(name)));
+        match (by_max, by_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }))
+}
+
 /// The quota's figures, for `explain`.
 fn detail(state: &QuotaState, quota: &crate::quotas::Quota, asked: &Asked) -> String {
     let used = state.used(&quota.namespace);
@@ -154,9 +188,14 @@ impl FilterPlugin for CapacityScheduling {
     }
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
-        match refusal(snapshot.objects.quotas(), pod, snapshot) {
-            Some(status) => PreFilterOutcome::reject(status),
-            // Quotas judge the pod, not a node: there is nothing to filter.
+        let state = snapshot.objects.quotas();
+        if let Some(status) = refusal(state, pod, snapshot) {
+            return PreFilterOutcome::reject(status);
+        }
+        // Quotas judge the pod, not a node: there is nothing to filter; the devices its
+        // claims get stay within them.
+        match device_limits(state, pod, snapshot) {
+            Some(limits) => PreFilterOutcome::skip().with_limits(limits),
             None => PreFilterOutcome::skip(),
         }
     }

@@ -14,7 +14,7 @@ use super::{DynamicResources, NAME, pod_uid};
 use crate::dra::extended::{self, Mapping};
 use crate::dra::{Claim, ClaimWrite, FINALIZER};
 use crate::dra::{DraObjects, DraWrite};
-use crate::framework::{ApiWrite, PreBindPlugin, Progress, ReservePlugin, Reserved};
+use crate::framework::{ApiWrite, Limits, PreBindPlugin, Progress, ReservePlugin, Reserved};
 use crate::node_info::NodeInfo;
 use crate::objects::ClusterObjects;
 use crate::pod_info::PodInfo;
@@ -87,11 +87,26 @@ impl ReservePlugin for DynamicResources {
         pod: &PodInfo,
         node: &NodeInfo,
     ) -> Result<Option<Reserved>, Status> {
+        self.reserve_within(objects, pod, node, None)
+    }
+
+    fn reserve_within(
+        &self,
+        objects: &mut ClusterObjects,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        limits: Option<&Limits>,
+    ) -> Result<Option<Reserved>, Status> {
         if !super::may_need_devices(pod) {
             return Ok(None);
         }
         let shared = Arc::new(objects.clone());
-        let Some(state) = self.resolve(pod, &shared).map_err(|s| Status::error(s.message()))? else { return Ok(None) };
+        let Some(mut state) = self.resolve(pod, &shared).map_err(|s| Status::error(s.message()))? else {
+            return Ok(None);
+        };
+        if let Some(limits) = limits {
+            state.limit(limits);
+        }
         if !Self::available(&state, node) {
             return Err(Status::error(super::NOT_AVAILABLE));
         }

@@ -33,7 +33,7 @@ use super::roles::{Built, parse};
 use crate::dra::{self, Claim, DraState, Features, Outcome};
 use crate::events::{ClusterEvent, ObjectAction, QueueingHint};
 use crate::features::FeatureGates;
-use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
+use crate::framework::{FilterPlugin, Limits, PluginState, PreFilterOutcome, ScorePlugin, default_normalize};
 use crate::labels::NodeSelector;
 use crate::node_info::NodeInfo;
 use crate::objects::ClusterObjects;
@@ -145,6 +145,13 @@ pub fn may_need_devices(pod: &PodInfo) -> bool {
 }
 
 impl ClaimState {
+    /// Keeps the devices Filter and Reserve give the pod's claims within `limits`.
+    pub fn limit(&mut self, limits: &Limits) {
+        if let Ok(plan) = &mut self.plan {
+            plan.limit(&self.dra, &self.to_allocate, limits);
+        }
+    }
+
     /// The batch a node allocates: `None` for the pod's own unallocated claims alone.
     fn batch(&self, plugin: &DynamicResources, pod: &PodInfo, node: &NodeInfo) -> (u64, Option<Arc<Batch>>) {
         let Some(x) = &self.extended else { return (0, None) };
@@ -326,6 +333,12 @@ impl FilterPlugin for DynamicResources {
             Ok(None) => PreFilterOutcome::skip(),
             Ok(Some(state)) => PreFilterOutcome::run(PluginState::new(state)),
             Err(status) => PreFilterOutcome::reject(status),
+        }
+    }
+
+    fn limit(&self, state: &mut PluginState, limits: &Limits) {
+        if let Some(state) = state.get_mut::<ClaimState>() {
+            state.limit(limits);
         }
     }
 

@@ -15,7 +15,7 @@ mod tests;
 
 use super::roles::Built;
 use crate::events::{ClusterEvent, QueueingHint};
-use crate::framework::{FilterPlugin, PluginState, PreFilterOutcome};
+use crate::framework::{FilterPlugin, Limits, PluginState, PreFilterOutcome};
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
 use crate::quotas::kinds::ELASTIC_QUOTA;
@@ -112,7 +112,21 @@ fn list(r: &Resource, names: &[String]) -> String {
 
 /// Why the quota tree refuses `pod`, if it does.
 pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Status> {
-    let s = standing(state, pod, snapshot)?;
+    refusal_at(&standing(state, pod, snapshot)?, pod)
+}
+
+/// How many more of each resource its quota's `max` names the devices of `pod`'s
+/// claims may take: what the runtime share leaves beyond the quota's use and the pod's
+/// own request.
+fn device_limits(s: Standing, pod: &PodInfo) -> Limits {
+    let request = pod.requests.requests.clone();
+    Limits::new(move |name| {
+        s.limited.iter().any(|r| r == name).then(|| s.runtime.get(name) - s.used.get(name) - request.get(name))
+    })
+}
+
+/// Why the quota tree refuses `pod` at its quota's standing `s`, if it does.
+fn refusal_at(s: &Standing, pod: &PodInfo) -> Option<Status> {
     let request = &pod.requests.requests;
     let exceeded = s.exceeded(request);
     if exceeded.is_empty() {
@@ -135,9 +149,14 @@ impl FilterPlugin for ElasticQuota {
     }
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
-        match refusal(snapshot.objects.quotas(), pod, snapshot) {
-            Some(status) => PreFilterOutcome::reject(status),
-            None => PreFilterOutcome::skip(),
+        let Some(s) = standing(snapshot.objects.quotas(), pod, snapshot) else { return PreFilterOutcome::skip() };
+        if let Some(status) = refusal_at(&s, pod) {
+            return PreFilterOutcome::reject(status);
+        }
+        // Quotas judge the pod, not a node; the devices its claims get stay within them.
+        match pod.resource_claims.is_empty() {
+            true => PreFilterOutcome::skip(),
+            false => PreFilterOutcome::skip().with_limits(device_limits(s, pod)),
         }
     }
 
