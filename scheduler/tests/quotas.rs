@@ -222,3 +222,30 @@ fn the_simulate_report_page_lists_each_quotas_use() {
     assert!(html.contains("<section id=\"objects\">"), "no objects section");
     assert!(html.contains("<li>quota team-b/team-b: used cpu=1, memory=1Gi (min cpu=2"), "team-b's line");
 }
+
+#[test]
+fn devices_allocated_through_dra_are_charged_as_allocated_and_kept_within_the_quota() {
+    let cluster = "tests/data/quota-dra-cluster.yaml";
+    let r = run_json(&["simulate", "--cluster", cluster, "--config", CONFIG, "--output", "json"]);
+    let devices = |claim: &str| r["resourceClaims"][claim]["devices"].as_array().map_or(0, Vec::len);
+    // team-a's max of 6 GPUs: four, then the smaller alternative, then nothing.
+    assert_eq!((devices("team-a/train-0"), devices("team-a/train-1"), devices("team-a/train-2")), (4, 2, 0), "{r}");
+    assert_eq!(
+        r["failures"]["team-a/a-2"].as_str().unwrap().split(". ").next(),
+        Some("0/1 nodes are available: 1 cannot allocate all claims within what the pod's quota leaves")
+    );
+    // team-b's claim, shared by both its pods, counts once against a max on the class's devices.
+    assert_eq!(devices("team-b/shared"), 2);
+    assert_eq!(r["resourceClaims"]["team-b/shared"]["reservedFor"], json!(["b-0", "b-1"]));
+    let used: Vec<&str> = r["quotas"].as_array().unwrap().iter().map(|q| q["used"].as_str().unwrap()).collect();
+    assert_eq!(
+        used,
+        [
+            "cpu=2, gpu.example.com.deviceclass.resource.k8s.io/devices=6, nvidia.com/gpu=6",
+            "cpu=2, gpu.example.com.deviceclass.resource.k8s.io/devices=2, nvidia.com/gpu=2"
+        ]
+    );
+    // Without CapacityScheduling the first claims take four GPUs each and leave team-b none.
+    let free = run_json(&["simulate", "--cluster", cluster, "--output", "json"]);
+    assert_eq!(free["placements"].as_object().unwrap().len(), 3, "{free}");
+}

@@ -139,6 +139,16 @@ impl Plan {
         self
     }
 
+    /// Whether limits bound the devices the claims may be given.
+    pub fn is_limited(&self) -> bool {
+        self.budget.is_some()
+    }
+
+    /// The same plan without limits.
+    pub fn unlimited(&self) -> Plan {
+        Plan { budget: None, ..self.clone() }
+    }
+
     /// Keeps the devices `claims` (those the plan was made for) are given within
     /// `limits`: an alternative whose devices would take more than a limit leaves is
     /// passed over for the next, and devices taken with admin access count for nothing.

@@ -53,6 +53,9 @@ pub const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
 pub const STATE_MISSING: &str = "not found";
 /// Filter's reason when the allocator finds no devices for the claims on a node.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter's reason when the node has devices for the claims, but not within the limits
+/// the pod's quota leaves.
+pub const OVER_LIMITS: &str = "cannot allocate all claims within what the pod's quota leaves";
 /// Filter's reason when an allocated claim cannot be used on a node.
 pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 /// Filter's reason when the allocator ran out of time on a node.
@@ -286,6 +289,17 @@ impl DynamicResources {
         Self::verdict(outcome)
     }
 
+    /// Whether the claims, held within limits (a quota's), would fit on the node without
+    /// them.
+    fn fits_unlimited(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> bool {
+        let (_, batch) = state.batch(self, pod, node);
+        let (claims, plan) = Self::claims_of(state, batch.as_deref());
+        match plan {
+            Ok(plan) if plan.is_limited() => self.run(&state.dra, claims, &Ok(plan.unlimited()), node, false).is_ok(),
+            _ => false,
+        }
+    }
+
     /// Whether the claims would fit on the node once its lower-priority pods were gone
     /// and the claims only they use deallocated.
     fn preemption_frees(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> bool {
@@ -350,7 +364,10 @@ impl FilterPlugin for DynamicResources {
         let available = Self::available(state, node);
         if let Err(status) = self.fits(state, pod, node) {
             let cannot = status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE);
-            let status = if cannot && self.preemption_frees(state, pod, node) {
+            let status = if cannot && self.fits_unlimited(state, pod, node) {
+                // The devices are there, but not within what the pod's quota leaves.
+                Status::unschedulable(OVER_LIMITS)
+            } else if cannot && self.preemption_frees(state, pod, node) {
                 // Evicting lower-priority pods would free the devices: preemption may help.
                 Status::unschedulable(CANNOT_ALLOCATE)
             } else {
