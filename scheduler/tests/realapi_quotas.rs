@@ -231,3 +231,100 @@ async fn a_quota_tree_divides_the_cluster_between_teams_by_demand() {
     })
     .await;
 }
+
+/// DRA devices charged as allocated, for pods a Job makes: kube-controller-manager runs
+/// the Job controller (which makes the pods) and the resourceclaim controller (which
+/// makes each pod's claim from its template). No DRA driver runs: the test publishes
+/// the node's ResourceSlice, and no kubelet runs. The quota allows three devices of the
+/// class; each claim asks for two, else one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_claims_get_the_devices_their_quota_leaves_room_for() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+    use realapi::dra::create;
+    use serde_json::json;
+
+    let Some(p) = plane("a_jobs_claims_get_the_devices_their_quota_leaves_room_for").await else {
+        return;
+    };
+    let client = &p.client;
+    let ar = install_elastic_quota_crd(client).await;
+    let ns = "team-a";
+    api::create_namespace(client, ns).await.unwrap();
+    let quotas: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let quota: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+        "metadata": {"name": ns, "namespace": ns},
+        "spec": {"min": {"cpu": "4", "memory": "8Gi"},
+                 "max": {"cpu": "4", "memory": "8Gi", "gpu.deviceclass.resource.k8s.io/devices": "3"}}
+    }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    api::create_node(client, &NodeBuilder::new("n0").capacity("8", "16Gi", "110").build()).await.unwrap();
+    let devices: Vec<_> = (0..4).map(|i| json!({"name": format!("gpu-{i}")})).collect();
+    create::<ResourceSlice>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n0-gpus"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n0",
+                "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 1}, "devices": devices}}),
+    )
+    .await;
+    create::<DeviceClass>(
+        Api::all(client.clone()),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}),
+    )
+    .await;
+    create::<ResourceClaimTemplate>(
+        Api::namespaced(client.clone(), ns),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "two-or-one"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "firstAvailable": [
+                {"name": "two", "deviceClassName": "gpu", "count": 2},
+                {"name": "one", "deviceClassName": "gpu", "count": 1}]}]}}}}),
+    )
+    .await;
+    let config = json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "custom-scheduler",
+                      "plugins": {"preFilter": {"enabled": [{"name": "CapacityScheduling"}]}}}]
+    });
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &[]).unwrap();
+    let ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+
+    // Three pods on a node of four GPUs: without the quota the first two would take two
+    // each; the quota leaves three, so one gets two, the next one, and the third none.
+    create::<Job>(
+        Api::namespaced(client.clone(), ns),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+            "spec": {"parallelism": 3, "completions": 3, "template": {"spec": {
+                "schedulerName": "custom-scheduler", "restartPolicy": "Never",
+                "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-or-one"}],
+                "containers": [{"name": "c", "image": "trainer:1",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "claims": [{"name": "gpus"}]}}]}}}}),
+    )
+    .await;
+    api::wait_for("two of the Job's pods bound", Duration::from_secs(60), || async {
+        (bound(client, ns).await.len() == 2).then_some(())
+    })
+    .await;
+    let claims = Api::<ResourceClaim>::namespaced(client.clone(), ns).list(&Default::default()).await.unwrap().items;
+    let mut taken: Vec<usize> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.allocation.as_ref()?.devices.as_ref()?.results.as_ref().map(Vec::len))
+        .collect();
+    taken.sort_unstable();
+    assert_eq!(taken, [1, 2], "{claims:?}");
+    let quota = r#"quota="team-a/team-a""#;
+    let key = r#"resource="gpu.deviceclass.resource.k8s.io/devices""#;
+    assert_eq!(ours.metric("scheduler_elastic_quota_used", &[quota, key]).await, 3.0);
+    // The third pod waits: the node has a GPU left, the quota none.
+    let pods = api::pods(client, ns).await.unwrap();
+    let waiting: Vec<String> =
+        pods.iter().filter(|p| api::node_of(p).is_none()).filter_map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let limited = "cannot allocate all claims within what the pod's quota leaves";
+    api::wait_for("the third pod held back by its quota", Duration::from_secs(30), || async {
+        scheduled_condition(client, ns, &waiting[0]).await?.contains(limited).then_some(())
+    })
+    .await;
+}
