@@ -9,27 +9,14 @@ use std::time::Duration;
 
 use algorithms::builders::{NodeBuilder, PodBuilder};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::discovery::pinned_kind;
-use realapi::gang::{NS, bound, scheduled_condition};
+use realapi::gang::{NS, bound, install_pod_group_crd, scheduled_condition};
 use realapi::{Ours, events_about, plane};
 use testing::api;
 
 fn member(name: &str, group: &str) -> Pod {
     let b = PodBuilder::new(name).namespace(NS).scheduler("custom-scheduler").req("3", "1Gi");
     if group.is_empty() { b.build() } else { b.label(scheduler::gang::POD_GROUP_LABEL, group).build() }
-}
-
-/// Applies deploy/crds' PodGroup CRD and waits until the kind is served.
-async fn install_pod_group_crd(client: &kube::Client) -> kube::discovery::ApiResource {
-    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.unwrap();
-    api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
-        pinned_kind(client, &scheduler::run::pod_groups::gvk()).await.ok().map(|(ar, _)| ar)
-    })
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

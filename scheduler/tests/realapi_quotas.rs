@@ -328,3 +328,57 @@ async fn a_jobs_claims_get_the_devices_their_quota_leaves_room_for() {
     })
     .await;
 }
+
+/// Reclaim takes a borrower's gang whole: team-a runs a PodGroup of two 2-CPU pods, 2
+/// CPUs beyond its min; team-b, within its min, asks for 2 CPUs. Evicting one member
+/// would free enough, but a group goes whole: both members are preempted, and team-b's
+/// pod is bound. The test plays the kubelet for the victims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reclaim_evicts_a_borrowers_gang_whole() {
+    let Some(p) = plane("reclaim_evicts_a_borrowers_gang_whole").await else {
+        return;
+    };
+    let client = &p.client;
+    let groups_kind = realapi::gang::install_pod_group_crd(client).await;
+    let text = std::fs::read_to_string("../deploy/examples/quota-profile.yaml").unwrap();
+    let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let _ours = two_teams(&p, config).await;
+    let _kubelet = realapi::kubelet(client.clone(), "team-a");
+    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), "team-a", &groups_kind);
+    let pg: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "team-a"}, "spec": {"minMember": 2}
+    }))
+    .unwrap();
+    groups.create(&PostParams::default(), &pg).await.unwrap();
+    let member = |name: &str| {
+        PodBuilder::new(name)
+            .namespace("team-a")
+            .scheduler("custom-scheduler")
+            .req("2", "1Gi")
+            .label(scheduler::gang::POD_GROUP_LABEL, "train")
+            .build()
+    };
+    api::create_pods(client, &[member("train-0"), member("train-1")], 2).await.unwrap();
+    api::wait_for("the gang bound", Duration::from_secs(60), || async {
+        (bound(client, "team-a").await.len() == 2).then_some(())
+    })
+    .await;
+    api::create_pod(client, &pod("team-b", "b-0", "2")).await.unwrap();
+    api::wait_for("b-0 bound", Duration::from_secs(60), || async {
+        (bound(client, "team-b").await == ["b-0"]).then_some(())
+    })
+    .await;
+    api::wait_for("both members gone", Duration::from_secs(30), || async {
+        bound(client, "team-a").await.is_empty().then_some(())
+    })
+    .await;
+    let events = api::events(client, "team-a").await.unwrap();
+    let mut preempted: Vec<String> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Preempted"))
+        .filter_map(|e| e.regarding.as_ref()?.name.clone())
+        .collect();
+    preempted.sort();
+    assert_eq!(preempted, ["train-0", "train-1"]);
+}

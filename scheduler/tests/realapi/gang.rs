@@ -52,6 +52,19 @@ pub async fn kube_pod_group_plane(test: &str, extra_gates: &str) -> Option<(Plan
     Some((p, groups))
 }
 
+/// Applies deploy/crds' PodGroup CRD (scheduler-plugins') and waits until the kind is
+/// served.
+pub async fn install_pod_group_crd(client: &kube::Client) -> kube::discovery::ApiResource {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let text = std::fs::read_to_string("../deploy/crds/podgroups.scheduling.x-k8s.io.yaml").unwrap();
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&text).unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&Default::default(), &crd).await.unwrap();
+    api::wait_for("the PodGroup kind served", Duration::from_secs(30), || async {
+        pinned_kind(client, &scheduler::run::pod_groups::gvk()).await.ok().map(|(ar, _)| ar)
+    })
+    .await
+}
+
 /// A Kubernetes PodGroup's `PodGroupScheduled` condition, if it has one.
 pub async fn group_condition(groups: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {
     let o = groups.get_status(name).await.ok()?;
