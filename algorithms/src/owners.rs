@@ -99,8 +99,14 @@ pub trait Owner: Send + Sync {
     }
 
     /// The gauges `run` exposes for this owner's objects, read when metrics are scraped;
-    /// `pending` are the pods waiting in the scheduling queue.
-    fn gauges(&self, _objects: &ClusterObjects, _pending: &[&PodInfo]) -> Vec<Sample> {
+    /// `pending` are the pods waiting in the scheduling queue, `allocatable` what the
+    /// cluster's nodes can hold together.
+    fn gauges(
+        &self,
+        _objects: &ClusterObjects,
+        _pending: &[&PodInfo],
+        _allocatable: &crate::resource::Resource,
+    ) -> Vec<Sample> {
         Vec::new()
     }
 

@@ -373,6 +373,15 @@ impl Cache {
         self.pods.get(key).map(|s| s.node.as_str())
     }
 
+    /// What every node can hold together (their allocatable).
+    pub fn allocatable(&self) -> algorithms::resource::Resource {
+        let mut total = algorithms::resource::Resource::default();
+        for n in &self.nodes {
+            total.add(&n.allocatable);
+        }
+        total
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes.len()

@@ -193,7 +193,7 @@ async fn a_quota_tree_divides_the_cluster_between_teams_by_demand() {
     api::create_nodes(client, &nodes, 2).await.unwrap();
     let text = std::fs::read_to_string("../deploy/examples/quota-tree-profile.yaml").unwrap();
     let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
-    let _ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
+    let ours = Ours::start(&p.plane, "custom-scheduler", Some(config), &[]);
 
     // team-b asks for 3 CPUs, then team-a for 6, of research's 8: team-b gets its 3,
     // team-a the 5 left, and its sixth pod waits with Koordinator's message.
@@ -220,6 +220,14 @@ async fn a_quota_tree_divides_the_cluster_between_teams_by_demand() {
         None
     })
     .await;
+    // The gauges show the shares and the use in the tree: the parent's is its children's.
+    let cpu = r#"resource="cpu""#;
+    let runtime = "scheduler_elastic_quota_runtime";
+    let a = ours.metric(runtime, &[r#"quota="team-a/team-a""#, cpu]).await;
+    let b = ours.metric(runtime, &[r#"quota="team-b/team-b""#, cpu]).await;
+    assert_eq!((a, b), (5.0, 3.0));
+    let used = ours.metric("scheduler_elastic_quota_tree_used", &[r#"quota="quota-system/research""#, cpu]).await;
+    assert_eq!(used, 8.0);
     // team-b's pods end: its demand goes, team-a's share grows to all 8, the pod is bound.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "team-b");
     let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };

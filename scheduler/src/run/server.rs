@@ -31,7 +31,8 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         shared.metrics.flow.in_flight_events(&st.engine.queue.in_flight_events());
         let pending: Vec<&algorithms::PodInfo> = st.engine.queue.pods().collect();
         let objects = st.engine.cache.objects();
-        OWNERS.iter().flat_map(|o| o.gauges(objects, &pending)).collect::<Vec<_>>()
+        let allocatable = st.engine.cache.allocatable();
+        OWNERS.iter().flat_map(|o| o.gauges(objects, &pending, &allocatable)).collect::<Vec<_>>()
     };
     (
         [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],

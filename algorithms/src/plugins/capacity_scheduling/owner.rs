@@ -10,7 +10,9 @@ use crate::framework::ApiWrite;
 use crate::objects::ClusterObjects;
 use crate::owners::{Controller, ObjectError, Owner, Reported, Sample, World, read};
 use crate::pod_info::PodInfo;
-use crate::quotas::{ElasticQuota, Quota, QuotaObjects};
+use std::collections::HashMap;
+
+use crate::quotas::{ElasticQuota, Quota, QuotaObjects, QuotaState, runtime};
 use crate::resource::Resource;
 
 /// The owner of the quotas (see [`Owner`]).
@@ -71,7 +73,7 @@ impl Owner for Quotas {
         objects.quotas_mut().recount(placed, &dra);
     }
 
-    fn gauges(&self, objects: &ClusterObjects, pending: &[&PodInfo]) -> Vec<Sample> {
+    fn gauges(&self, objects: &ClusterObjects, pending: &[&PodInfo], allocatable: &Resource) -> Vec<Sample> {
         let state = objects.quotas();
         let mut out = Vec::new();
         for q in state.quotas() {
@@ -103,12 +105,62 @@ impl Owner for Quotas {
                 value: waiting as f64,
             });
         }
+        out.extend(tree_gauges(objects.quotas(), pending, allocatable));
         out
     }
 
     fn controller(&self) -> Box<dyn Controller> {
         Box::new(QuotaReport)
     }
+}
+
+/// The gauges of quota trees, in the resources each quota's `max` names: its runtime
+/// share (with the pending pods as its waiting demand) and its use in the tree (a
+/// parent's, its children's).
+fn tree_gauges(state: &QuotaState, pending: &[&PodInfo], allocatable: &Resource) -> Vec<Sample> {
+    let mut quotas: Vec<&Quota> = state.all_named().filter(|q| !q.tree.limited.is_empty()).collect();
+    if quotas.is_empty() {
+        return Vec::new();
+    }
+    quotas.sort_by_key(|q| q.key());
+    let mut asking = state.clone();
+    asking.set_waiting(&mut pending.iter().copied());
+    let shares = runtime::shares(&asking, allocatable);
+    let mut in_tree: HashMap<&str, Resource> = HashMap::new();
+    for q in state.all_named() {
+        let used = state.used_by(&q.name);
+        let mut at = Some(q);
+        for _ in 0..=quotas.len() {
+            let Some(x) = at else { break };
+            in_tree.entry(x.name.as_str()).or_default().add(used);
+            at = state.parent_of(x);
+        }
+    }
+    let mut out = Vec::new();
+    for q in quotas {
+        let limited =
+            |r: &Resource| resources(r).into_iter().filter(|(n, _)| q.tree.limited.contains(n)).collect::<Vec<_>>();
+        let share = shares.get(&q.name).cloned().unwrap_or_default();
+        let used = in_tree.get(q.name.as_str()).cloned().unwrap_or_default();
+        let families: [(&'static str, &'static str, Vec<(String, f64)>); 2] = [
+            (
+                "scheduler_elastic_quota_runtime",
+                "The quota's runtime share in its quota tree, by resource its max names",
+                limited(&share),
+            ),
+            (
+                "scheduler_elastic_quota_tree_used",
+                "Requests counted against the quota in its tree (a parent's are its children's), by resource its max names",
+                limited(&used),
+            ),
+        ];
+        for (family, help, amounts) in families {
+            for (resource, value) in amounts {
+                out.push(Sample { family, help, labels: vec![("quota", q.key()), ("resource", resource)], value });
+            }
+        }
+    }
+    out
 }
 
 /// Each finite amount in the API's units (CPU in cores, the rest as counted).

@@ -239,3 +239,43 @@ fn a_quota_read_from_a_dump_governs_its_namespace() {
     assert!(Quotas.load(&mut objects, "ElasticQuota", &bad).unwrap().is_err());
     assert_eq!(Quotas.counts(&objects), vec![("elastic_quotas", 1)]);
 }
+
+#[test]
+fn gauges_show_each_quota_of_a_tree_its_runtime_share_and_its_use_in_the_tree() {
+    use crate::owners::Owner;
+    use crate::quotas::tree::Place;
+    let cpu = |m: i64| Resource { milli_cpu: m, ..Default::default() };
+    let quota = |name: &str, min: i64, parent: Option<&str>| Quota {
+        name: name.into(),
+        namespace: name.into(),
+        min: cpu(min),
+        max: cpu(8000),
+        tree: Place {
+            parent: parent.map(String::from),
+            is_parent: parent.is_none(),
+            weight: None,
+            lends: true,
+            limited: vec!["cpu".into()],
+        },
+    };
+    let mut objects = ClusterObjects::default();
+    for q in [quota("dept", 0, None), quota("a", 2000, Some("dept")), quota("b", 2000, Some("dept"))] {
+        objects.quotas_mut().upsert(q).unwrap();
+    }
+    Quotas.recount(&mut objects, &mut std::iter::empty());
+    let running = crate::builders::PodBuilder::new("r").namespace("a").req("3", "").info();
+    assert!(Quotas.pod_placed(&mut objects, &running));
+    let waiting = crate::builders::PodBuilder::new("w").namespace("b").req("4", "").info();
+    let samples = Quotas.gauges(&objects, &[&waiting], &cpu(8000));
+    let value = |family: &str, quota: &str| {
+        samples.iter().find(|s| s.family == family && s.labels.contains(&("quota", quota.to_string()))).map(|s| s.value)
+    };
+    let used = "scheduler_elastic_quota_tree_used";
+    assert_eq!((value(used, "dept/dept"), value(used, "a/a"), value(used, "b/b")), (Some(3.0), Some(3.0), Some(0.0)));
+    let runtime = "scheduler_elastic_quota_runtime";
+    assert_eq!(
+        (value(runtime, "dept/dept"), value(runtime, "a/a"), value(runtime, "b/b")),
+        (Some(7.0), Some(3.0), Some(4.0)),
+        "each child gets its demand, the parent its children's"
+    );
+}
