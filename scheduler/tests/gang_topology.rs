@@ -262,3 +262,33 @@ fn late_members_join_the_rack_their_group_runs_in() {
     let message = r.failures.values().next().unwrap();
     assert_eq!(message, "0/4 nodes are available: 4 Insufficient cpu.");
 }
+
+#[test]
+fn preemption_for_a_constrained_group_picks_the_rack_whose_victims_cost_least() {
+    // Two racks of two 4-CPU nodes: in r0 each node runs two 2-CPU low-priority pods, in
+    // r1 one 4-CPU pod. Two members of 3 CPUs need two nodes of one rack: r1 costs two
+    // victims, r0 four.
+    let nodes = racks(&[("r0", 2, "4"), ("r1", 2, "4")]);
+    let mut pods: Vec<Pod> = Vec::new();
+    for n in &nodes {
+        let name = n.metadata.name.clone().unwrap();
+        let (count, cpu) = if name.starts_with("r0") { (2, "2") } else { (1, "4") };
+        for k in 0..count {
+            pods.push(
+                PodBuilder::new(&format!("low-{name}-{k}"))
+                    .scheduler("custom-scheduler")
+                    .req(cpu, "1Gi")
+                    .priority(1)
+                    .node_name(&name)
+                    .build(),
+            );
+        }
+    }
+    for i in 0..2 {
+        pods.push(member(&format!("job-{i}"), "job", "3").priority(100).started(i).build());
+    }
+    let r = simulate(nodes, pods, &[("job", 2)], Default::default());
+    let victims: BTreeSet<String> = r.preemptions.iter().flat_map(|p| p.victims.clone()).collect();
+    assert_eq!(victims, BTreeSet::from(["default/low-r1-0-0".to_string(), "default/low-r1-1-0".to_string()]));
+    assert_eq!(racks_of(&r, "job"), BTreeSet::from(["r1".to_string()]), "{:?}", r.placements);
+}

@@ -14,9 +14,10 @@
 //! no domain after it can beat; the placements found are scored together and the best
 //! takes the group. With the default `TightestFit`, the first domain tried that holds the
 //! group is the tightest, so that large domains stay whole for large groups. When none
-//! holds it, preemption is tried one domain at a time (most members placed first), so
-//! that victims come from one domain only; otherwise the group waits with a message
-//! naming the key and the best domain's shortfall.
+//! holds it, preemption is found for every domain and the one whose victims cost least
+//! wins (fewest pods evicted, then the lowest priorities; on a tie, the domain with most
+//! members placed), so that victims come from one domain only; otherwise the group waits
+//! with a message naming the key and the best domain's shortfall.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -26,6 +27,28 @@ use algorithms::{PodInfo, Snapshot};
 
 use super::gang_cycle::{COSCHEDULING, Failed, Placed};
 use super::{Attempt, Cycler, Preempted};
+
+/// What a domain's preemption costs, least first: the pods it evicts, then the highest
+/// priority among them, then the sum of their priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct VictimCost {
+    pods: usize,
+    highest: i32,
+    sum: i64,
+}
+
+impl VictimCost {
+    fn of(preempted: &[Preempted]) -> Self {
+        let mut seen = BTreeSet::new();
+        let victims: Vec<&Arc<PodInfo>> =
+            preempted.iter().flat_map(|p| p.victims.iter()).filter(|v| seen.insert(v.key())).collect();
+        VictimCost {
+            pods: victims.len(),
+            highest: victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN),
+            sum: victims.iter().map(|v| i64::from(v.priority)).sum(),
+        }
+    }
+}
 
 /// The nodes (indexes into the snapshot) a constrained member may be placed on.
 pub type Within = Arc<Vec<usize>>;
@@ -339,13 +362,22 @@ impl Cycler {
             }
         };
         if lower {
-            for t in trials.iter().filter(|t| t.skipped.is_none()) {
+            // Every domain's preemption is found, and the one whose victims cost least
+            // wins (on a tie, the domain tried first).
+            let mut best: Option<(VictimCost, usize, Vec<Preempted>)> = None;
+            for (k, t) in trials.iter().enumerate().filter(|(_, t)| t.skipped.is_none()) {
                 let failed: Vec<&Attempt> = t.failed.iter().map(|f| &members[f.0]).collect();
                 let scratch = t.scratch.clone().unwrap_or_else(|| self.snapshot.clone());
                 if let Some(p) = self.preempt_members(scratch, &failed, Some(&t.within)) {
-                    let (placed, failed) = (t.placed.clone(), t.failed.clone());
-                    return Outcome { placed, failed, preemptions: Some(p), message: Some(message), domains };
+                    let cost = VictimCost::of(&p);
+                    if best.as_ref().is_none_or(|(c, ..)| cost < *c) {
+                        best = Some((cost, k, p));
+                    }
                 }
+            }
+            if let Some((_, k, p)) = best {
+                let (placed, failed) = (trials[k].placed.clone(), trials[k].failed.clone());
+                return Outcome { placed, failed, preemptions: Some(p), message: Some(message), domains };
             }
         }
         let (placed, failed) = match trials.into_iter().next() {
