@@ -19,6 +19,9 @@ def cells(path):
         "longest": f"{teams[longest]['longestOverTwentiethMinutes']} min ({longest})",
         "wait": f"{wait['p50']:.0f} / {wait['p99']:.0f} min",
         "reclaims": f"{w['reclaims']}; {victims['mean']:.2f} / {victims['max']}" if w["reclaims"] else "0",
+        "fewest": f"{victims.get('fewestMean', 0):.2f}; {victims.get('moreThanFewest', 0)} of {victims.get('measured', 0)}"
+        if w["reclaims"]
+        else "-",
         "bad": f"{w['quotasOverMax']}; {w['gangsPlacedInPart']}",
         "speed": f"{d['scheduled']:,}; {d['podsPerSecond']:.0f}; {lat['p50']:.2f} / {lat['p99']:.2f} ms; "
         f"{d.get('peakMemoryMib') or 0:.0f} MiB",
@@ -34,6 +37,7 @@ rows = [
     ("longest a team stayed more than 5% of the cluster off its share", "longest"),
     ("pods of a team within its guarantee: wait p50 / p99", "wait"),
     ("reclaims; victims per reclaim mean / max", "reclaims"),
+    ("fewest pods of the node that would have sufficed, mean; reclaims that took more", "fewest"),
     ("quotas over `max`; gangs placed in part", "bad"),
     ("pods bound; pods/s; p50 / p99 per attempt; peak memory", "speed"),
 ]

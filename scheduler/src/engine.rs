@@ -320,6 +320,9 @@ pub struct Cycler {
     next_start: usize,
     /// A filter of some profile reads what the waiting pods ask for (quota trees).
     counts_waiting: bool,
+    /// Whether `simulate` measures each preemption's victims against the fewest that
+    /// would have sufficed ([`Cycler::fewest_victims`]).
+    pub count_fewest_victims: bool,
 }
 
 impl Cycler {
@@ -333,7 +336,17 @@ impl Cycler {
             caches: Vec::new(),
             next_start: 0,
             counts_waiting: engine.profiles.iter().any(|p| p.filters.iter().any(|f| f.counts_waiting_pods())),
+            count_fewest_victims: false,
         }
+    }
+
+    /// The fewest pods of `node` whose eviction would have let `pod` (of the profile
+    /// named `profile`) fit there in the last cycle's snapshot, among sets of at most
+    /// `most` (see [`algorithms::preemption::fewest_victims`]).
+    pub fn fewest_victims(&mut self, profile: &str, pod: &PodInfo, node: &str, most: usize) -> Option<usize> {
+        let p = self.profiles.iter().find(|p| p.scheduler_name == profile)?;
+        let i = self.snapshot.position(node)?;
+        algorithms::preemption::fewest_victims(p, pod, &mut self.snapshot, i, most)
     }
 
     /// The profile an attempt runs.

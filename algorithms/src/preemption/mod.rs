@@ -9,6 +9,7 @@
 //! tie-breaks. The result is a candidate to act on, or PostFilter's message.
 //! [`DefaultPreemption`] is the PostFilter plugin that runs it.
 
+mod fewest;
 mod victims;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 use rand::{Rng, RngCore};
 
 pub use crate::budgets::Budget;
+pub use fewest::fewest_victims;
 pub use victims::{Judge, evict, put_node, select_victims, select_victims_with};
 
 pub use crate::framework::Candidate;

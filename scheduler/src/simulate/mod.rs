@@ -189,7 +189,8 @@ fn drain(
         };
         for cycle in cycles {
             let pod = cycle.queued.pod.clone();
-            if record(engine, api, cycle, *clock, bar, &mut out)
+            let fewest = fewest_victims(cycler, &cycle);
+            if record(engine, api, cycle, *clock, bar, fewest, &mut out)
                 && let Some(s) = steady.as_deref_mut()
             {
                 s.bound(engine, &pod, *clock);
@@ -200,14 +201,29 @@ fn drain(
     out
 }
 
+/// The fewest pods whose eviction would have sufficed for a cycle's preemption, when the
+/// cycler measures it.
+fn fewest_victims(cycler: &mut Cycler, cycle: &crate::engine::Cycle) -> Option<usize> {
+    match &cycle.outcome {
+        Outcome::Unschedulable { nomination: Nomination::Preempted(p), .. }
+            if cycler.count_fewest_victims && !p.victims.is_empty() =>
+        {
+            cycler.fewest_victims(&cycle.profile, &cycle.queued.pod, &p.node, p.victims.len())
+        }
+        _ => None,
+    }
+}
+
 /// Takes in what one cycle decided: a placement (bound through the binding cycle), a
-/// preemption or a failure. Returns whether the pod was bound.
+/// preemption (with the fewest victims that would have sufficed, when measured) or a
+/// failure. Returns whether the pod was bound.
 fn record(
     engine: &mut Engine,
     api: &MemoryApi,
     cycle: crate::engine::Cycle,
     clock: Instant,
     bar: Option<&ProgressBar>,
+    fewest: Option<usize>,
     out: &mut Drained,
 ) -> bool {
     out.latencies.push(cycle.duration);
@@ -255,6 +271,7 @@ fn record(
                     preemptor: key.clone(),
                     node: p.node,
                     victims: p.victims.iter().map(|v| v.key()).collect(),
+                    fewest,
                 });
             }
             Some(message)
@@ -339,7 +356,11 @@ pub fn run_streamed(
         Stream::Steady { in_flight } => {
             (None, Some(Steady::start(&mut engine, pending, in_flight.max(1), clock)), Vec::new(), None)
         }
-        Stream::Timeline(t) => (None, None, Vec::new(), Some(t)),
+        Stream::Timeline(t) => {
+            // A timeline measures each reclaim's victims against the fewest that would do.
+            cycler.count_fewest_victims = true;
+            (None, None, Vec::new(), Some(t))
+        }
     };
     for pod in backlog_pods {
         engine.enqueue(Arc::new(pod), clock);

@@ -79,6 +79,10 @@ pub struct PreemptionRecord {
     pub node: String,
     /// `namespace/name` of each victim, most important first.
     pub victims: Vec<String>,
+    /// The fewest pods of the node whose eviction would have let the preemptor fit, any
+    /// pod counted (a lower bound of what the rules allow), when measured (timelines).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fewest: Option<usize>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -186,7 +186,8 @@ struct Watch {
     waits: Vec<usize>,
     /// Each team's GPUs at the end of the last step.
     last_used: HashMap<String, i64>,
-    victims: Vec<usize>,
+    /// Per reclaim: its victims, and the fewest pods of its node that would have sufficed.
+    victims: Vec<(usize, Option<usize>)>,
     over_max: usize,
     partial_gangs: usize,
 }
@@ -280,7 +281,7 @@ impl Observer for Watch {
             }
         }
         self.last_used = used;
-        self.victims.extend(preemptions.iter().map(|p| p.victims.len()));
+        self.victims.extend(preemptions.iter().map(|p| (p.victims.len(), p.fewest)));
     }
 
     fn summary(&self) -> serde_json::Value {
@@ -289,7 +290,11 @@ impl Observer for Watch {
         let mean = steady.iter().sum::<i64>() as f64 / steady.len().max(1) as f64;
         let mut waits = self.waits.clone();
         waits.sort_unstable();
-        let victims_mean = self.victims.iter().sum::<usize>() as f64 / self.victims.len().max(1) as f64;
+        let reclaims = self.victims.len().max(1) as f64;
+        let victims_mean = self.victims.iter().map(|v| v.0).sum::<usize>() as f64 / reclaims;
+        let measured: Vec<(usize, usize)> = self.victims.iter().filter_map(|&(v, f)| Some((v, f?))).collect();
+        let fewest_mean = measured.iter().map(|m| m.1).sum::<usize>() as f64 / measured.len().max(1) as f64;
+        let over = measured.iter().filter(|(v, f)| v > f).count();
         let gaps: BTreeMap<&String, serde_json::Value> = self
             .gaps
             .iter()
@@ -302,7 +307,8 @@ impl Observer for Watch {
             "teams": gaps,
             "guaranteedWaitMinutes": {"count": waits.len(), "p50": percentile(&waits, 50.0), "p99": percentile(&waits, 99.0)},
             "reclaims": self.victims.len(),
-            "victimsPerReclaim": {"mean": victims_mean, "max": self.victims.iter().max().copied().unwrap_or(0)},
+            "victimsPerReclaim": {"mean": victims_mean, "max": self.victims.iter().map(|v| v.0).max().unwrap_or(0),
+                "fewestMean": fewest_mean, "measured": measured.len(), "moreThanFewest": over},
             "quotasOverMax": self.over_max,
             "gangsPlacedInPart": self.partial_gangs,
         })
@@ -311,12 +317,15 @@ impl Observer for Watch {
     fn lines(&self) -> Vec<String> {
         let s = self.summary();
         let mut lines = vec![format!(
-            "GPUs allocated: mean {:.1}%, lowest {:.1}% (after the first tenth); reclaims {} ({:.2} victims each, at most {}); quotas over max: {}; gangs placed in part: {}",
+            "GPUs allocated: mean {:.1}%, lowest {:.1}% (after the first tenth); reclaims {} ({:.2} victims each, at most {}; the fewest that would have sufficed {:.2}, exceeded in {} of {}); quotas over max: {}; gangs placed in part: {}",
             s["allocatedMeanPercent"].as_f64().unwrap_or(0.0),
             s["allocatedMinPercent"].as_f64().unwrap_or(0.0),
             s["reclaims"],
             s["victimsPerReclaim"]["mean"].as_f64().unwrap_or(0.0),
             s["victimsPerReclaim"]["max"],
+            s["victimsPerReclaim"]["fewestMean"].as_f64().unwrap_or(0.0),
+            s["victimsPerReclaim"]["moreThanFewest"],
+            s["victimsPerReclaim"]["measured"],
             s["quotasOverMax"],
             s["gangsPlacedInPart"],
         )];
