@@ -134,8 +134,9 @@ pub trait Controller: Send + Sync {
     fn apply(&self, write: &ApiWrite, world: &mut World<'_>) -> Option<Result<u64, String>>;
 
     /// What this owner adds to a simulation's report at the end of a drain of the queue
-    /// (what it did since the last report, and the objects as they are).
-    fn report(&self, _objects: &ClusterObjects) -> Reported {
+    /// (what it did since the last report, and the objects as they are); `allocatable`
+    /// is what the cluster's nodes can hold together.
+    fn report(&self, _objects: &ClusterObjects, _allocatable: &crate::resource::Resource) -> Reported {
         Reported::default()
     }
 }
@@ -147,6 +148,27 @@ pub struct Reported {
     pub fields: Vec<(&'static str, Value)>,
     /// Lines of the readable summary.
     pub lines: Vec<String>,
+    /// Charts over the run (one point per report: per drain of the queue, per step of a
+    /// timeline).
+    pub charts: Vec<Chart>,
+}
+
+/// A chart of figures over a simulation's run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Chart {
+    /// What it shows.
+    pub title: String,
+    /// Its lines.
+    pub lines: Vec<ChartLine>,
+}
+
+/// One line of a [`Chart`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ChartLine {
+    /// What the line is.
+    pub name: String,
+    /// Its points: (the report's number, the value).
+    pub points: Vec<(usize, f64)>,
 }
 
 /// What an in-memory controller changes: the objects, with the nodes to read, the

@@ -225,3 +225,29 @@ fn a_topology_workload_report_groups_nodes_by_its_key() {
         assert!(text.contains(rack), "no {rack} in the report");
     }
 }
+
+#[test]
+fn a_timeline_with_quotas_charts_each_quotas_use_against_its_guarantee_and_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("quotas.html");
+    let out = bin()
+        .args(["simulate", "--workload", "MultiTenantGPU", "--nodes", "16", "--seed", "1", "--output", "json"])
+        .args(["--config", "../deploy/examples/quota-tree-profile.yaml", "--report", page.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let charts = r["charts"].as_array().unwrap();
+    let titles: BTreeSet<&str> = charts.iter().map(|c| c["title"].as_str().unwrap()).collect();
+    assert!(titles.contains("quota a1/a1: nvidia.com/gpu"), "{titles:?}");
+    let a1 = charts.iter().find(|c| c["title"] == "quota a1/a1: nvidia.com/gpu").unwrap();
+    let lines: Vec<&str> = a1["lines"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(lines, ["used", "runtime share", "min"]);
+    // One point per step of the timeline; the team's use is above 0 at some step.
+    let used = a1["lines"][0]["points"].as_array().unwrap();
+    assert!(used.len() > 100, "{}", used.len());
+    assert!(used.iter().any(|p| p[1].as_f64().unwrap() > 0.0));
+    let doc = parse(&page);
+    assert_eq!(select(&doc, "#objects figure.chart").len(), charts.len());
+    assert_eq!(select(&doc, "#objects figure.chart polyline").len(), 3 * charts.len());
+}

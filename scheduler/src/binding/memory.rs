@@ -56,10 +56,12 @@ impl MemoryApi {
     /// as they are now.
     pub fn report(&self, engine: &Engine) -> Reported {
         let mut out = Reported::default();
+        let allocatable = engine.cache.allocatable();
         for c in &self.controllers {
-            let r = c.report(engine.cache.objects());
+            let r = c.report(engine.cache.objects(), &allocatable);
             out.fields.extend(r.fields);
             out.lines.extend(r.lines);
+            out.charts.extend(r.charts);
         }
         out
     }

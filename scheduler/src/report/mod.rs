@@ -1,6 +1,7 @@
 //! Self-contained HTML reports of `simulate` and `explain`: utilization heatmaps, pending
 //! pods by reason, placements and per-node verdicts, readable in any browser offline.
 
+mod chart;
 mod explain_page;
 pub mod heatmap;
 mod page;
@@ -247,6 +248,10 @@ pub fn simulate_html(source: &RunSource, r: &SimulationReport) -> String {
                 h2 { "Cluster objects" }
                 p.muted { "What the owners of cluster objects (claims, quotas) and the workload report at the end of the run." }
                 ul { @for line in &r.owned_lines { li { (line) } } }
+                @if !r.charts.is_empty() {
+                    p.muted { "Over the run (one point per drain of the queue, or per step of a timeline):" }
+                    (chart::charts(&r.charts))
+                }
             }
         }
         section id="configuration" { h2 { "Configuration" } (configuration(source, d)) }

@@ -6,6 +6,10 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 const STYLE: &str = r#"
 :root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1b1f23; }
 body { margin: 0 auto; max-width: 1320px; padding: 16px 24px 48px; background: #fafbfc; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+figure.chart { margin: 0; background: #fff; border: 1px solid #e1e4e8; padding: 6px 8px; }
+figure.chart figcaption { font-size: 12px; font-weight: 600; }
+figure.chart .legend { font-size: 11px; margin: 2px 0 0; }
 h1 { font-size: 22px; margin: 8px 0 2px; }
 h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
 h3 { font-size: 14px; margin: 16px 0 6px; }

@@ -400,6 +400,7 @@ pub fn run_streamed(
     report.placements = d.placements;
     report.owned = d.owned.fields.into_iter().collect();
     report.owned_lines = d.owned.lines;
+    report.charts = d.owned.charts;
     report.preemptions = d.preemptions;
     report.failures = d.failures;
     report.seconds = elapsed.as_secs_f64();

@@ -65,6 +65,9 @@ pub struct SimulationReport {
     /// Their lines for the readable summary.
     #[serde(skip)]
     pub owned_lines: Vec<String>,
+    /// Their charts over the run (quotas' use against their guarantee and share).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<algorithms::owners::Chart>,
     /// Per-node and per-pod detail, when [`SimulateOptions::detail`] asked for it.
     #[serde(skip)]
     pub detail: Option<crate::detail::RunDetail>,

@@ -17,6 +17,7 @@ mod owner;
 pub mod preemption;
 #[cfg(test)]
 mod preemption_tests;
+mod report;
 #[cfg(test)]
 mod tests;
 

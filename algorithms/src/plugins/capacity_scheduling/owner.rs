@@ -1,14 +1,12 @@
 //! The quotas as an [`Owner`] of cluster objects: ElasticQuotas read from dumps, each
 //! namespace's use charged as pods are placed and discharged as they leave, and each
-//! quota's use shown in `simulate`'s report.
+//! quota's use shown in `simulate`'s report (`report.rs`).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{amounts, limits};
 use crate::dra::DraObjects;
-use crate::framework::ApiWrite;
 use crate::objects::ClusterObjects;
-use crate::owners::{Controller, ObjectError, Owner, Reported, Sample, World, read};
+use crate::owners::{Controller, ObjectError, Owner, Sample, read};
 use crate::pod_info::PodInfo;
 use std::collections::HashMap;
 
@@ -110,7 +108,7 @@ impl Owner for Quotas {
     }
 
     fn controller(&self) -> Box<dyn Controller> {
-        Box::new(QuotaReport)
+        Box::new(super::report::QuotaReport::default())
     }
 }
 
@@ -126,16 +124,7 @@ fn tree_gauges(state: &QuotaState, pending: &[&PodInfo], allocatable: &Resource)
     let mut asking = state.clone();
     asking.set_waiting(&mut pending.iter().copied());
     let shares = runtime::shares(&asking, allocatable);
-    let mut in_tree: HashMap<&str, Resource> = HashMap::new();
-    for q in state.all_named() {
-        let used = state.used_by(&q.name);
-        let mut at = Some(q);
-        for _ in 0..=quotas.len() {
-            let Some(x) = at else { break };
-            in_tree.entry(x.name.as_str()).or_default().add(used);
-            at = state.parent_of(x);
-        }
-    }
+    let in_tree = in_tree(state);
     let mut out = Vec::new();
     for q in quotas {
         let limited =
@@ -163,8 +152,25 @@ fn tree_gauges(state: &QuotaState, pending: &[&PodInfo], allocatable: &Resource)
     out
 }
 
+/// What each quota of a tree uses in it, by name: its own pods' requests, and for a
+/// parent its children's.
+pub(super) fn in_tree(state: &QuotaState) -> HashMap<&str, Resource> {
+    let mut in_tree: HashMap<&str, Resource> = HashMap::new();
+    let depth = state.all_named().count();
+    for q in state.all_named() {
+        let used = state.used_by(&q.name);
+        let mut at = Some(q);
+        for _ in 0..=depth {
+            let Some(x) = at else { break };
+            in_tree.entry(x.name.as_str()).or_default().add(used);
+            at = state.parent_of(x);
+        }
+    }
+    in_tree
+}
+
 /// Each finite amount in the API's units (CPU in cores, the rest as counted).
-fn resources(r: &Resource) -> Vec<(String, f64)> {
+pub(super) fn resources(r: &Resource) -> Vec<(String, f64)> {
     use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY};
     let fixed = [(CPU, r.milli_cpu), (MEMORY, r.memory), (EPHEMERAL_STORAGE, r.ephemeral_storage)];
     let named = r.scalar.iter().map(|(n, v)| (n.as_str(), *v));
@@ -174,42 +180,4 @@ fn resources(r: &Resource) -> Vec<(String, f64)> {
         .filter(|&(_, v)| v != i64::MAX)
         .map(|(n, v)| (n.to_string(), if n == CPU { v as f64 / 1000.0 } else { v as f64 }))
         .collect()
-}
-
-/// Quotas ask for no writes; in `simulate` they report each quota's use.
-#[derive(Debug, Default)]
-struct QuotaReport;
-
-impl Controller for QuotaReport {
-    fn apply(&self, _write: &ApiWrite, _world: &mut World<'_>) -> Option<Result<u64, String>> {
-        None
-    }
-
-    fn report(&self, objects: &ClusterObjects) -> Reported {
-        let state = objects.quotas();
-        let mut quotas: Vec<&Quota> = state.quotas().collect();
-        if quotas.is_empty() {
-            return Reported::default();
-        }
-        quotas.sort_by_key(|q| q.key());
-        let mut lines = Vec::new();
-        let mut rows = Vec::new();
-        for q in quotas {
-            let used = state.used(&q.namespace);
-            lines.push(format!(
-                "quota {}: used {} (min {}; max {})",
-                q.key(),
-                amounts(used, false),
-                amounts(&q.min, true),
-                limits(&q.max)
-            ));
-            rows.push(json!({
-                "quota": q.key(),
-                "used": amounts(used, false),
-                "min": amounts(&q.min, true),
-                "max": limits(&q.max),
-            }));
-        }
-        Reported { fields: vec![("quotas", Value::Array(rows))], lines }
-    }
 }

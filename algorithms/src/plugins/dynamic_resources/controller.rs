@@ -32,12 +32,13 @@ impl Controller for DraController {
         })
     }
 
-    fn report(&self, objects: &ClusterObjects) -> Reported {
+    fn report(&self, objects: &ClusterObjects, _: &crate::resource::Resource) -> Reported {
         let claims = allocated_claims(objects);
         if claims.is_empty() {
             return Reported::default();
         }
         Reported {
+            charts: Vec::new(),
             fields: vec![("resourceClaims", serde_json::to_value(claims).unwrap_or_default())],
             lines: Vec::new(),
         }

@@ -57,12 +57,13 @@ impl Controller for VolumeController {
         Some(Ok(version.parse().unwrap_or(0)))
     }
 
-    fn report(&self, _objects: &ClusterObjects) -> Reported {
+    fn report(&self, _objects: &ClusterObjects, _: &crate::resource::Resource) -> Reported {
         let bound = std::mem::take(&mut *self.bound.lock().unwrap_or_else(|e| e.into_inner()));
         if bound.is_empty() {
             return Reported::default();
         }
         Reported {
+            charts: Vec::new(),
             lines: vec![format!("Claims bound: {} (before their pods were bound).", bound.len())],
             fields: vec![("claims", serde_json::to_value(bound).unwrap_or_default())],
         }
