@@ -149,7 +149,9 @@ pub struct QuotaState {
     /// The ResourceClaims of placed pods some quota governs, by key: each counted once,
     /// however many of those pods share it (see [`crate::dra::charge`]).
     claims: HashMap<String, ClaimCharge>,
-    /// The claims each of those pods uses, by the pod's key, as they were counted.
+    /// The placed pods counted, by key, with the claims each uses as they were counted:
+    /// a pod is counted once and taken back once, however many plugins tell of it (both
+    /// quota plugins' dry runs, a gang's victims in a scratch snapshot).
     pod_claims: HashMap<String, Vec<String>>,
     /// Claims of placed pods not allocated when their pod was placed (Reserve allocates
     /// them just after the pod is assumed; a watched pod may arrive before its claim).
@@ -332,15 +334,16 @@ impl QuotaState {
     /// requests, and the devices of its claims as allocated (a claim another placed pod
     /// uses is counted already; one not allocated yet is counted once it is).
     pub fn charge_pod(&mut self, pod: &crate::pod_info::PodInfo, dra: &DraState) {
+        let key = pod.key();
+        if self.pod_claims.contains_key(&key) {
+            return;
+        }
         self.charge(&pod.namespace, &pod.requests.requests);
         let tree = self.tree_quota_of(pod).map(str::to_string);
         if let Some(name) = &tree {
             add(&mut self.used_by, name, &pod.requests.requests);
         }
         let keys = crate::dra::charge::pod_claim_keys(dra, pod);
-        if keys.is_empty() {
-            return;
-        }
         for key in &keys {
             if let Some(charge) = self.claims.get_mut(key) {
                 charge.holders += 1;
@@ -353,19 +356,19 @@ impl QuotaState {
                 None => self.unsettled.push(key.clone()),
             }
         }
-        self.pod_claims.insert(pod.key(), keys);
+        self.pod_claims.insert(key, keys);
     }
 
     /// Takes back what [`QuotaState::charge_pod`] charged (a claim's devices with the
     /// last placed pod using it).
     pub fn discharge_pod(&mut self, pod: &crate::pod_info::PodInfo) {
+        let Some(keys) = self.pod_claims.remove(&pod.key()) else { return };
         self.discharge(&pod.namespace, &pod.requests.requests);
         if let Some(name) = self.tree_quota_of(pod).map(str::to_string)
             && let Some(used) = self.used_by.get_mut(&name)
         {
             used.sub(&pod.requests.requests);
         }
-        let Some(keys) = self.pod_claims.remove(&pod.key()) else { return };
         for key in keys {
             let Some(charge) = self.claims.get_mut(&key) else { continue };
             charge.holders = charge.holders.saturating_sub(1);

@@ -209,8 +209,9 @@ fn a_namespace_keeps_its_first_quota_and_removal_names_it() {
 
 #[test]
 fn a_quota_that_comes_after_its_pods_counts_them_afresh_once() {
-    let pod = |ns: &str, cpu: &str| crate::builders::PodBuilder::new("p").namespace(ns).req(cpu, "").info();
-    let placed = [pod("ns1", "1"), pod("ns1", "2"), pod("ns2", "4")];
+    let pod =
+        |ns: &str, name: &str, cpu: &str| crate::builders::PodBuilder::new(name).namespace(ns).req(cpu, "").info();
+    let placed = [pod("ns1", "p", "1"), pod("ns1", "q", "2"), pod("ns2", "p", "4")];
     let mut st = QuotaState::default();
     st.charge("ns1", &res(1000, 0, None, 0));
     assert_eq!(st.used("ns1"), &Resource::default(), "no quota yet: nothing kept");
@@ -224,4 +225,24 @@ fn a_quota_that_comes_after_its_pods_counts_them_afresh_once() {
     assert!(!st.needs_recount(0), "a changed quota keeps its count");
     st.remove("ns1/q");
     assert_eq!(st.used("ns1"), &Resource::default());
+}
+
+#[test]
+fn a_pod_is_counted_once_and_taken_back_once_however_often_it_is_told_of() {
+    // Both quota plugins' dry runs, or a gang's victims in a scratch snapshot, may tell of
+    // the same pod twice.
+    let mut st = QuotaState::default();
+    st.upsert(quota(res(0, 0, None, 0), res(UNLIMITED, UNLIMITED, None, UNLIMITED))).unwrap();
+    st.recount(&mut std::iter::empty(), &Default::default());
+    let pod = crate::builders::PodBuilder::new("p").namespace("ns1").req("1", "").info();
+    st.charge_pod(&pod, &Default::default());
+    st.charge_pod(&pod, &Default::default());
+    assert_eq!(st.used("ns1").milli_cpu, 1000);
+    st.discharge_pod(&pod);
+    st.discharge_pod(&pod);
+    assert_eq!(st.used("ns1").milli_cpu, 0);
+    let other = crate::builders::PodBuilder::new("q").namespace("ns1").req("2", "").info();
+    st.charge_pod(&other, &Default::default());
+    st.discharge_pod(&pod);
+    assert_eq!(st.used("ns1").milli_cpu, 2000, "a pod not counted takes nothing back");
 }

@@ -54,9 +54,22 @@ fn cluster(placed: Vec<PodBuilder>, quotas: &[(&str, i64, i64, i64)]) -> Snapsho
     let pods: Vec<_> = placed.into_iter().map(|p| p.node_name("node-a").build()).collect();
     let mut snap = crate::builders::snapshot(&[node], &pods);
     let mut objects = ClusterObjects::default();
-    for &(ns, min, max, used) in quotas {
+    for &(ns, min, max, _) in quotas {
         objects.quotas_mut().upsert(quota(ns, min, max)).unwrap();
-        objects.quotas_mut().charge(ns, &Resource { memory: used, ..Default::default() });
+    }
+    // The placed pods are counted, as the cache counts them; each quota's use is then
+    // made what the case says (its other pods run elsewhere).
+    for p in snap.nodes[0].pods.iter() {
+        objects.quotas_mut().charge_pod(p, &Default::default());
+    }
+    for &(ns, _, _, used) in quotas {
+        let have = objects.quotas().used(ns).memory;
+        let gap = Resource { memory: (used - have).abs(), ..Default::default() };
+        if used > have {
+            objects.quotas_mut().charge(ns, &gap);
+        } else {
+            objects.quotas_mut().discharge(ns, &gap);
+        }
     }
     snap.objects = Arc::new(objects);
     snap
