@@ -232,7 +232,7 @@ fn devices_allocated_through_dra_are_charged_as_allocated_and_kept_within_the_qu
     assert_eq!((devices("team-a/train-0"), devices("team-a/train-1"), devices("team-a/train-2")), (4, 2, 0), "{r}");
     assert_eq!(
         r["failures"]["team-a/a-2"].as_str().unwrap().split(". ").next(),
-        Some("0/1 nodes are available: 1 cannot allocate all claims within what the pod's quota leaves")
+        Some("0/1 nodes are available: 1 cannot allocate all claims within what ElasticQuota team-a/team-a leaves")
     );
     // team-b's claim, shared by both its pods, counts once against a max on the class's devices.
     assert_eq!(devices("team-b/shared"), 2);

@@ -330,7 +330,7 @@ async fn a_jobs_claims_get_the_devices_their_quota_leaves_room_for() {
     let waiting: Vec<String> =
         pods.iter().filter(|p| api::node_of(p).is_none()).filter_map(|p| p.metadata.name.clone()).collect();
     assert_eq!(waiting.len(), 1, "{waiting:?}");
-    let limited = "cannot allocate all claims within what the pod's quota leaves";
+    let limited = "cannot allocate all claims within what ElasticQuota team-a/team-a leaves";
     api::wait_for("the third pod held back by its quota", Duration::from_secs(30), || async {
         scheduled_condition(client, ns, &waiting[0]).await?.contains(limited).then_some(())
     })

@@ -120,6 +120,8 @@ struct Budget {
     left: Vec<i64>,
     /// The slots one device counts against, by claim, request and alternative.
     slots: Vec<Vec<Vec<Vec<usize>>>>,
+    /// What sets the limits.
+    by: String,
 }
 
 impl Plan {
@@ -139,9 +141,9 @@ impl Plan {
         self
     }
 
-    /// Whether limits bound the devices the claims may be given.
-    pub fn is_limited(&self) -> bool {
-        self.budget.is_some()
+    /// What limits the devices the claims may be given, if anything does.
+    pub fn limited_by(&self) -> Option<&str> {
+        self.budget.as_ref().map(|b| b.by.as_str())
     }
 
     /// The same plan without limits.
@@ -186,7 +188,7 @@ impl Plan {
                     .collect()
             })
             .collect();
-        self.budget = (!left.is_empty()).then_some(Budget { left, slots });
+        self.budget = (!left.is_empty()).then(|| Budget { left, slots, by: limits.by().to_string() });
     }
 }
 

@@ -8,24 +8,35 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// How many more of each named resource a pod may be given: `None` for no limit.
+/// How many more of each named resource a pod may be given (`None` for no limit), and
+/// what sets the limits, for messages (`ElasticQuota team-a/team-a`).
 #[derive(Clone)]
-pub struct Limits(Arc<dyn Fn(&str) -> Option<i64> + Send + Sync>);
+pub struct Limits {
+    of: Arc<dyn Fn(&str) -> Option<i64> + Send + Sync>,
+    by: String,
+}
 
 impl Limits {
-    /// Limits read from `f`: how many more of a resource, by name (never below 0).
-    pub fn new(f: impl Fn(&str) -> Option<i64> + Send + Sync + 'static) -> Self {
-        Limits(Arc::new(f))
+    /// Limits set by `by`, read from `f`: how many more of a resource, by name (never
+    /// below 0).
+    pub fn new(by: impl Into<String>, f: impl Fn(&str) -> Option<i64> + Send + Sync + 'static) -> Self {
+        Limits { of: Arc::new(f), by: by.into() }
     }
 
     /// How many more of `name` the pod may be given; `None` for no limit.
     pub fn of(&self, name: &str) -> Option<i64> {
-        (self.0)(name).map(|n| n.max(0))
+        (self.of)(name).map(|n| n.max(0))
+    }
+
+    /// What sets the limits.
+    pub fn by(&self) -> &str {
+        &self.by
     }
 
     /// Both limits at once: the lower of the two for each resource.
     pub fn and(self, other: Limits) -> Limits {
-        Limits::new(move |name| match (self.of(name), other.of(name)) {
+        let by = format!("{} and {}", self.by, other.by);
+        Limits::new(by, move |name| match (self.of(name), other.of(name)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         })
@@ -34,7 +45,7 @@ impl Limits {
 
 impl fmt::Debug for Limits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Limits(..)")
+        write!(f, "Limits(by {})", self.by)
     }
 }
 
@@ -44,13 +55,14 @@ mod tests {
 
     #[test]
     fn two_limits_keep_the_lower_and_nothing_goes_below_zero() {
-        let a = Limits::new(|n| (n == "x").then_some(3));
-        let b = Limits::new(|n| match n {
+        let a = Limits::new("a", |n| (n == "x").then_some(3));
+        let b = Limits::new("b", |n| match n {
             "x" => Some(5),
             "y" => Some(-2),
             _ => None,
         });
         let both = a.and(b);
+        assert_eq!(both.by(), "a and b");
         assert_eq!((both.of("x"), both.of("y"), both.of("z")), (Some(3), Some(0), None));
     }
 }

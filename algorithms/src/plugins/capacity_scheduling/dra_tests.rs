@@ -86,7 +86,11 @@ fn a_claim_takes_the_alternative_its_quota_leaves_room_for() {
         ("room for four GPUs", gpus(4), Ok("gpus/four x4")),
         ("room for three: the smaller alternative", gpus(3), Ok("gpus/two x2")),
         ("the class's own key limits alike", Some((devices_key(CLASS), 2)), Ok("gpus/two x2")),
-        ("room for one: neither fits", gpus(1), Err("cannot allocate all claims within what the pod's quota leaves")),
+        (
+            "room for one: neither fits",
+            gpus(1),
+            Err("cannot allocate all claims within what ElasticQuota ns1/ns1 leaves"),
+        ),
     ];
     for (name, max, want) in cases {
         assert_eq!(chosen(max).as_deref().map_err(String::as_str), want, "{name}");

@@ -122,7 +122,7 @@ pub fn device_limits(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> 
         all_used.add(state.used(&q.namespace));
         all_min.add(&q.min);
     }
-    Some(Limits::new(move |name| {
+    Some(Limits::new(format!("ElasticQuota {}", quota.key()), move |name| {
         let by_max = max.scalar_value(name).map(|m| m.saturating_sub(in_quota.get(name)));
         let min = all_min.scalar_value(name).or((!is_devices_key(name)).then_some(0));
         let by_min = min.map(|m| m.saturating_sub(all_used.get(name)));

@@ -54,8 +54,10 @@ pub const STATE_MISSING: &str = "not found";
 /// Filter's reason when the allocator finds no devices for the claims on a node.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// Filter's reason when the node has devices for the claims, but not within the limits
-/// the pod's quota leaves.
-pub const OVER_LIMITS: &str = "cannot allocate all claims within what the pod's quota leaves";
+/// `by` sets (the pod's quota).
+pub fn over_limits(by: &str) -> String {
+    format!("cannot allocate all claims within what {by} leaves")
+}
 /// Filter's reason when an allocated claim cannot be used on a node.
 pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 /// Filter's reason when the allocator ran out of time on a node.
@@ -289,15 +291,14 @@ impl DynamicResources {
         Self::verdict(outcome)
     }
 
-    /// Whether the claims, held within limits (a quota's), would fit on the node without
-    /// them.
-    fn fits_unlimited(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> bool {
+    /// What holds the claims back on the node, when limits (a quota's) do: they would
+    /// fit there without them.
+    fn limited_by(&self, state: &ClaimState, pod: &PodInfo, node: &NodeInfo) -> Option<String> {
         let (_, batch) = state.batch(self, pod, node);
         let (claims, plan) = Self::claims_of(state, batch.as_deref());
-        match plan {
-            Ok(plan) if plan.is_limited() => self.run(&state.dra, claims, &Ok(plan.unlimited()), node, false).is_ok(),
-            _ => false,
-        }
+        let plan = plan.as_ref().ok()?;
+        let by = plan.limited_by()?;
+        self.run(&state.dra, claims, &Ok(plan.unlimited()), node, false).is_ok().then(|| by.to_string())
     }
 
     /// Whether the claims would fit on the node once its lower-priority pods were gone
@@ -364,9 +365,9 @@ impl FilterPlugin for DynamicResources {
         let available = Self::available(state, node);
         if let Err(status) = self.fits(state, pod, node) {
             let cannot = status.reasons.first().is_some_and(|r| r == CANNOT_ALLOCATE);
-            let status = if cannot && self.fits_unlimited(state, pod, node) {
+            let status = if let Some(by) = self.limited_by(state, pod, node).filter(|_| cannot) {
                 // The devices are there, but not within what the pod's quota leaves.
-                Status::unschedulable(OVER_LIMITS)
+                Status::unschedulable(over_limits(&by))
             } else if cannot && self.preemption_frees(state, pod, node) {
                 // Evicting lower-priority pods would free the devices: preemption may help.
                 Status::unschedulable(CANNOT_ALLOCATE)

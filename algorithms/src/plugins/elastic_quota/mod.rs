@@ -120,7 +120,7 @@ pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option
 /// own request.
 fn device_limits(s: Standing, pod: &PodInfo) -> Limits {
     let request = pod.requests.requests.clone();
-    Limits::new(move |name| {
+    Limits::new(format!("the runtime share of quota {}", s.quota), move |name| {
         s.limited.iter().any(|r| r == name).then(|| s.runtime.get(name) - s.used.get(name) - request.get(name))
     })
 }

@@ -116,3 +116,20 @@ fn explain_walks_the_tree_the_shares_use() {
     assert!(lines[0].starts_with("quota b: "), "{lines:?}");
     assert!(snap.objects.quotas().parent_of(snap.objects.quotas().named("b").unwrap()).is_none());
 }
+
+#[test]
+fn a_pod_with_claims_is_limited_to_what_its_runtime_share_leaves_in_the_resources_max_names() {
+    let placed: Vec<PodInfo> = (0..6).map(|i| pod("a", &format!("a-{i}"), 0).info()).collect();
+    let claimed = pod("b", "b-0", 0).resource_claim("gpus", "b-0-gpus").info();
+    let waiting = [pod("a", "a-next", 0).info(), claimed.clone(), pod("b", "b-1", 0).info()];
+    let snap = cluster(&placed, &waiting);
+    let out = ElasticQuota.pre_filter(&claimed, &snap);
+    assert!(out.status.is_skip());
+    let limits = out.limits.expect("limits for a pod with claims");
+    // b asks for 2 CPUs (its two waiting pods), within its min: its share is 2; it uses
+    // none and the pod asks for 1, which leaves 1 CPU (in milli-CPU, as requests count).
+    assert_eq!(limits.of("cpu"), Some(1000));
+    assert_eq!(limits.of("gpu.example.com.deviceclass.resource.k8s.io/devices"), None, "max does not name it");
+    assert_eq!(limits.by(), "the runtime share of quota b");
+    assert!(ElasticQuota.pre_filter(&pod("b", "b-1", 0).info(), &snap).limits.is_none(), "no claims, no limits");
+}
