@@ -143,6 +143,9 @@ pub struct QuotaState {
     used_by: HashMap<String, Resource>,
     /// What the pods waiting in the scheduling queue ask of each quota of a tree.
     waiting: HashMap<String, Resource>,
+    /// What the placed pods that may not be evicted for quotas
+    /// ([`tree::PREEMPTIBLE_LABEL`]) request of each quota of a tree.
+    non_preemptible: HashMap<String, Resource>,
     /// The quotas by name changed since the placed pods were last counted against them
     /// (a pod's quota may have changed with them: all are counted afresh).
     recount_tree: bool,
@@ -244,6 +247,7 @@ impl QuotaState {
             self.recount_tree = false;
             self.used = HashMap::default();
             self.used_by = HashMap::default();
+            self.non_preemptible = HashMap::default();
             self.claims = HashMap::default();
             self.pod_claims = HashMap::default();
             self.unsettled.clear();
@@ -320,6 +324,11 @@ impl QuotaState {
         self.used_by.get(name).unwrap_or(&NOTHING)
     }
 
+    /// What the placed pods of a tree's quota that may not be evicted for quotas request.
+    pub fn non_preemptible_used(&self, name: &str) -> &Resource {
+        self.non_preemptible.get(name).unwrap_or(&NOTHING)
+    }
+
     /// What the waiting pods ask of a tree's quota.
     pub fn waiting(&self, name: &str) -> &Resource {
         self.waiting.get(name).unwrap_or(&NOTHING)
@@ -342,6 +351,9 @@ impl QuotaState {
         let tree = self.tree_quota_of(pod).map(str::to_string);
         if let Some(name) = &tree {
             add(&mut self.used_by, name, &pod.requests.requests);
+            if !tree::preemptible(pod) {
+                add(&mut self.non_preemptible, name, &pod.requests.requests);
+            }
         }
         let keys = crate::dra::charge::pod_claim_keys(dra, pod);
         for key in &keys {
@@ -364,10 +376,15 @@ impl QuotaState {
     pub fn discharge_pod(&mut self, pod: &crate::pod_info::PodInfo) {
         let Some(keys) = self.pod_claims.remove(&pod.key()) else { return };
         self.discharge(&pod.namespace, &pod.requests.requests);
-        if let Some(name) = self.tree_quota_of(pod).map(str::to_string)
-            && let Some(used) = self.used_by.get_mut(&name)
-        {
-            used.sub(&pod.requests.requests);
+        if let Some(name) = self.tree_quota_of(pod).map(str::to_string) {
+            if let Some(used) = self.used_by.get_mut(&name) {
+                used.sub(&pod.requests.requests);
+            }
+            if !tree::preemptible(pod)
+                && let Some(used) = self.non_preemptible.get_mut(&name)
+            {
+                used.sub(&pod.requests.requests);
+            }
         }
         for key in keys {
             let Some(charge) = self.claims.get_mut(&key) else { continue };

@@ -21,6 +21,14 @@ pub const ALLOW_LENT_LABEL: &str = "quota.scheduling.koordinator.sh/allow-lent-r
 pub const SHARED_WEIGHT_ANNOTATION: &str = "quota.scheduling.koordinator.sh/shared-weight";
 /// The pod label naming the quota a pod counts against (else its namespace's).
 pub const QUOTA_NAME_LABEL: &str = "quota.scheduling.koordinator.sh/name";
+/// The pod label that, `"false"`, keeps a pod from being evicted for quotas; such pods
+/// are admitted only within their quota's `min`.
+pub const PREEMPTIBLE_LABEL: &str = "quota.scheduling.koordinator.sh/preemptible";
+
+/// Whether `pod` may be evicted for quotas (its [`PREEMPTIBLE_LABEL`] is not `"false"`).
+pub fn preemptible(pod: &crate::pod_info::PodInfo) -> bool {
+    pod.labels.get(PREEMPTIBLE_LABEL).map(String::as_str) != Some("false")
+}
 
 /// A quota's place in a tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

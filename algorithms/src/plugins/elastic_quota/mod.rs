@@ -61,6 +61,10 @@ pub struct Standing {
     pub runtime: Resource,
     /// What its placed pods request.
     pub used: Resource,
+    /// Its guarantee.
+    pub min: Resource,
+    /// What its placed pods that may not be evicted for quotas request.
+    pub non_preemptible: Resource,
 }
 
 impl Standing {
@@ -84,6 +88,8 @@ pub fn standing(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Optio
         limited: quota.tree.limited.clone(),
         runtime: shares.get(name).cloned().unwrap_or_default(),
         used: state.used_by(name).clone(),
+        min: quota.min.clone(),
+        non_preemptible: state.non_preemptible_used(name).clone(),
     })
 }
 
@@ -112,7 +118,8 @@ fn list(r: &Resource, names: &[String]) -> String {
 
 /// Why the quota tree refuses `pod`, if it does.
 pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Status> {
-    refusal_at(&standing(state, pod, snapshot)?, pod)
+    let s = standing(state, pod, snapshot)?;
+    refusal_at(&s, pod).or_else(|| non_preemptible_refusal(&s, pod))
 }
 
 /// How many more of each resource its quota's `max` names the devices of `pod`'s
@@ -143,6 +150,46 @@ fn refusal_at(s: &Standing, pod: &PodInfo) -> Option<Status> {
     Some(Status::unschedulable(message))
 }
 
+/// Why the quota tree refuses `pod`, which may not be evicted for quotas, at its quota's
+/// standing `s`: such pods of a quota stay within its `min`, in the resources the pod
+/// requests.
+fn non_preemptible_refusal(s: &Standing, pod: &PodInfo) -> Option<Status> {
+    if crate::quotas::tree::preemptible(pod) {
+        return None;
+    }
+    let request = &pod.requests.requests;
+    let names = requested(request);
+    let exceeded: Vec<&str> = names
+        .iter()
+        .filter(|r| s.non_preemptible.get(r).saturating_add(request.get(r)) > s.min.get(r))
+        .map(String::as_str)
+        .collect();
+    if exceeded.is_empty() {
+        return None;
+    }
+    let message = format!(
+        "Insufficient non-preemptible quotas, quotaName: {}, min: {}, nonPreemptibleUsed: {}, pod's request: {}, exceedDimensions: [{}]",
+        s.quota,
+        list(&s.min, &names),
+        list(&s.non_preemptible, &names),
+        list(request, &names),
+        exceeded.join(" ")
+    );
+    Some(Status::unschedulable(message))
+}
+
+/// The resources a request names (CPU, memory and ephemeral storage when above 0).
+fn requested(r: &Resource) -> Vec<String> {
+    use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY};
+    let fixed = [(CPU, r.milli_cpu), (MEMORY, r.memory), (EPHEMERAL_STORAGE, r.ephemeral_storage)];
+    fixed
+        .into_iter()
+        .filter(|&(_, v)| v > 0)
+        .map(|(n, _)| n.to_string())
+        .chain(r.scalar.iter().map(|(n, _)| n.clone()))
+        .collect()
+}
+
 impl FilterPlugin for ElasticQuota {
     fn name(&self) -> &'static str {
         NAME
@@ -150,7 +197,7 @@ impl FilterPlugin for ElasticQuota {
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         let Some(s) = standing(snapshot.objects.quotas(), pod, snapshot) else { return PreFilterOutcome::skip() };
-        if let Some(status) = refusal_at(&s, pod) {
+        if let Some(status) = refusal_at(&s, pod).or_else(|| non_preemptible_refusal(&s, pod)) {
             return PreFilterOutcome::reject(status);
         }
         // Quotas judge the pod, not a node; the devices its claims get stay within them.

@@ -20,8 +20,8 @@ use crate::quotas::{QuotaObjects, QuotaState, runtime};
 use crate::resource::Resource;
 use crate::snapshot::Snapshot;
 
-/// The pod label that, `"false"`, keeps a pod from being evicted for quotas.
-pub const PREEMPTIBLE_LABEL: &str = "quota.scheduling.koordinator.sh/preemptible";
+pub use crate::quotas::tree::PREEMPTIBLE_LABEL;
+use crate::quotas::tree::preemptible;
 
 impl PostFilterPlugin for ElasticQuota {
     fn name(&self) -> &'static str {
@@ -43,11 +43,6 @@ impl PostFilterPlugin for ElasticQuota {
 /// The rules of quota trees.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TreeRules;
-
-/// Whether `pod` may be evicted for quotas at all.
-fn preemptible(pod: &PodInfo) -> bool {
-    pod.labels.get(PREEMPTIBLE_LABEL).map(String::as_str) != Some("false")
-}
 
 /// Whether `used` and `request` together stay within `limit` in each of `names`.
 fn within(used: &Resource, request: &Resource, limit: &Resource, names: &[String]) -> bool {

@@ -133,3 +133,24 @@ fn a_pod_with_claims_is_limited_to_what_its_runtime_share_leaves_in_the_resource
     assert_eq!(limits.by(), "the runtime share of quota b");
     assert!(ElasticQuota.pre_filter(&pod("b", "b-1", 0).info(), &snap).limits.is_none(), "no claims, no limits");
 }
+
+#[test]
+fn pods_that_may_not_be_evicted_are_admitted_only_within_their_quotas_min() {
+    // a's min is 2 CPUs; one of its placed pods may not be evicted.
+    let placed = vec![pod("a", "keep", 0).label(PREEMPTIBLE_LABEL, "false").info(), pod("a", "a-0", 0).info()];
+    let second = pod("a", "keep-2", 0).label(PREEMPTIBLE_LABEL, "false").info();
+    let snap = cluster(&placed, std::slice::from_ref(&second));
+    assert!(ElasticQuota.pre_filter(&second, &snap).status.is_skip(), "1 + 1 is within a min of 2");
+    let mut more = placed.clone();
+    more.push(second.clone());
+    let third = pod("a", "keep-3", 0).label(PREEMPTIBLE_LABEL, "false").info();
+    let snap = cluster(&more, std::slice::from_ref(&third));
+    assert_eq!(
+        ElasticQuota.pre_filter(&third, &snap).status.message(),
+        "Insufficient non-preemptible quotas, quotaName: a, min: cpu:2, nonPreemptibleUsed: cpu:2, pod's request: \
+         cpu:1, exceedDimensions: [cpu]"
+    );
+    let plain = pod("a", "a-1", 0).info();
+    assert!(ElasticQuota.pre_filter(&plain, &cluster(&more, std::slice::from_ref(&plain))).status.is_skip());
+    assert_eq!(snap.objects.quotas().non_preemptible_used("a").milli_cpu, 2000);
+}
