@@ -4,11 +4,11 @@
 
 use serde_json::Value;
 
+use super::report::{in_tree, resources};
 use crate::dra::DraObjects;
 use crate::objects::ClusterObjects;
 use crate::owners::{Controller, ObjectError, Owner, Sample, read};
 use crate::pod_info::PodInfo;
-use std::collections::HashMap;
 
 use crate::quotas::{ElasticQuota, Quota, QuotaObjects, QuotaState, runtime};
 use crate::resource::Resource;
@@ -150,34 +150,4 @@ fn tree_gauges(state: &QuotaState, pending: &[&PodInfo], allocatable: &Resource)
         }
     }
     out
-}
-
-/// What each quota of a tree uses in it, by name: its own pods' requests, and for a
-/// parent its children's.
-pub(super) fn in_tree(state: &QuotaState) -> HashMap<&str, Resource> {
-    let mut in_tree: HashMap<&str, Resource> = HashMap::new();
-    let depth = state.all_named().count();
-    for q in state.all_named() {
-        let used = state.used_by(&q.name);
-        let mut at = Some(q);
-        for _ in 0..=depth {
-            let Some(x) = at else { break };
-            in_tree.entry(x.name.as_str()).or_default().add(used);
-            at = state.parent_of(x);
-        }
-    }
-    in_tree
-}
-
-/// Each finite amount in the API's units (CPU in cores, the rest as counted).
-pub(super) fn resources(r: &Resource) -> Vec<(String, f64)> {
-    use crate::resource::{CPU, EPHEMERAL_STORAGE, MEMORY};
-    let fixed = [(CPU, r.milli_cpu), (MEMORY, r.memory), (EPHEMERAL_STORAGE, r.ephemeral_storage)];
-    let named = r.scalar.iter().map(|(n, v)| (n.as_str(), *v));
-    fixed
-        .into_iter()
-        .chain(named)
-        .filter(|&(_, v)| v != i64::MAX)
-        .map(|(n, v)| (n.to_string(), if n == CPU { v as f64 / 1000.0 } else { v as f64 }))
-        .collect()
 }
