@@ -490,7 +490,7 @@ mod tests {
                 ("NodeResourcesFit", 1),
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
-                ("DynamicResources", 1),
+                ("DynamicResources", 2),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1)
             ]

@@ -120,3 +120,37 @@ async fn run_accepts_kube_schedulers_own_configuration() {
     let log = std::fs::read_to_string(ours.process.log()).unwrap();
     assert!(!log.contains("unknown plugin"), "{log}");
 }
+
+/// Our default profile against kube-scheduler v1.36.2's own, as it writes it: the same
+/// plugins in the same order, each scoring plugin with the same weight. The plugins it
+/// lists that are not plugins here are the queue's order, scheduling gates and the
+/// binder, which the scheduler runs itself.
+#[test]
+fn the_default_profile_orders_and_weighs_plugins_as_kube_schedulers_own() {
+    use algorithms::plugins::registry::PLUGINS;
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, config)) =
+        kube_config("the_default_profile_orders_and_weighs_plugins_as_kube_schedulers_own", dir.path())
+    else {
+        return;
+    };
+    let theirs: Vec<(String, i64)> = config["profiles"][0]["plugins"]["multiPoint"]["enabled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), p["weight"].as_i64().unwrap_or(0)))
+        .collect();
+    let ran_by_the_scheduler = ["SchedulingGates", "PrioritySort", "DefaultBinder"];
+    let gates = algorithms::features::FeatureGates::default();
+    let ours: Vec<(String, i64)> = PLUGINS
+        .iter()
+        .filter(|p| p.in_default)
+        .map(|p| {
+            let built = (p.build)(p.name, None, gates).unwrap();
+            (p.name.to_string(), if built.score.is_some() { p.weight } else { 0 })
+        })
+        .collect();
+    let expected: Vec<(String, i64)> =
+        theirs.into_iter().filter(|(name, _)| !ran_by_the_scheduler.contains(&name.as_str())).collect();
+    assert_eq!(ours, expected);
+}

@@ -62,3 +62,8 @@ fn a_pod_with_only_pod_level_requests_scores_by_its_containers_defaults() {
 fn a_gpu_pod_with_a_container_without_requests_scores_as_kube_scheduler_scores_it() {
     same_answer("s100-c05");
 }
+
+#[test]
+fn dynamic_resources_scores_with_kube_schedulers_default_weight() {
+    same_answer("dra-score-weight");
+}

@@ -51,7 +51,7 @@ pub const PLUGINS: &[Plugin] = &[
     Plugin::default(volume_zone::NAME, |_, _, _| Ok(Built::filter(VolumeZone))).reads_objects(),
     Plugin::default(pod_topology_spread::NAME, |n, a, _| Ok(both(PodTopologySpread::new(&parse(n, a)?)?))).weight(2),
     Plugin::default(inter_pod_affinity::NAME, |n, a, _| Ok(both(InterPodAffinity::new(&parse(n, a)?)?))).weight(2),
-    Plugin::default(dynamic_resources::NAME, dynamic_resources::build).reads_objects(),
+    Plugin::default(dynamic_resources::NAME, dynamic_resources::build).reads_objects().weight(2),
     Plugin::default(preemption::NAME, |n, a, _| {
         let args = PreemptionArgs::from_args(a).map_err(|e| ArgsError::new(n, e))?;
         Ok(Built { post_filter: Some(Arc::new(DefaultPreemption { args })), ..Default::default() })
