@@ -129,7 +129,7 @@ pub fn filter(ext: &Extender, args: ExtenderArgs) -> Result<ExtenderFilterResult
     let ev = filter_candidates(&ext.profile, &pod, &c.snapshot, Some(&c.indexes));
     let mut result = ExtenderFilterResult { failed_and_unresolvable_nodes: c.unknown, ..Default::default() };
     if let Some(err) = &ev.error {
-        result.error = format!("running {} plugin failed: {}", err.plugin, err.message());
+        result.error = err.message();
         return Ok(result);
     }
     for (i, st) in ev.rejected.iter() {
@@ -179,10 +179,7 @@ pub fn prioritize(ext: &Extender, args: ExtenderArgs) -> Result<Vec<HostPriority
     let mut ev = Evaluation { num_nodes: c.snapshot.nodes.len(), feasible: c.indexes.clone(), ..Default::default() };
     score_nodes(&ext.profile, &pod, &c.snapshot, &mut ev);
     if let Some(err) = ev.error {
-        return Err(ApiError {
-            status: 500,
-            message: format!("running {} plugin failed: {}", err.plugin, err.message()),
-        });
+        return Err(ApiError { status: 500, message: err.message() });
     }
     let max = 100 * ext.profile.scores.iter().map(|s| s.weight).sum::<i64>();
     for (k, &i) in c.indexes.iter().enumerate() {

@@ -489,10 +489,8 @@ impl Cycler {
             _ if !engine.queue.contains(&key) => Outcome::Gone,
             (_, Some(err)) => {
                 engine.queue.error(&key, now);
-                let message = match err.plugin {
-                    "Extender" => err.message(),
-                    plugin => format!("running {plugin} plugin failed: {}", err.message()),
-                };
+                // Worded by the framework, as kube-scheduler's (an extender's error as it is).
+                let message = err.message();
                 Outcome::Error { message }
             }
             (Some(i), None) => {

@@ -152,7 +152,7 @@ fn assume_if_fits(
         return Err(format!("pod {} no longer fits on {node}: {}", pod.key(), status.message()));
     }
     if let Some(err) = ev.error {
-        return Err(format!("running {} plugin failed: {}", err.plugin, err.message()));
+        return Err(err.message());
     }
     Ok(st.engine.cache.assume(pod, node).is_ok())
 }

@@ -67,3 +67,8 @@ fn a_gpu_pod_with_a_container_without_requests_scores_as_kube_scheduler_scores_i
 fn dynamic_resources_scores_with_kube_schedulers_default_weight() {
     same_answer("dra-score-weight");
 }
+
+#[test]
+fn a_filter_plugins_error_is_worded_as_kube_schedulers_framework_words_it() {
+    same_answer("dra-filter-error-prefix");
+}

@@ -172,7 +172,7 @@ pub fn evaluate_cached(
             Err(st) if st.is_skip() => local_states.push(Some(None)),
             Err(mut st) => {
                 st.plugin = ws.plugin.name();
-                ev.error = Some(st);
+                ev.error = Some(super::run::pre_score_error(st));
                 return ev;
             }
         }

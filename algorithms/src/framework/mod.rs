@@ -1,6 +1,8 @@
 //! The plugin interfaces and the framework that runs them over all nodes in parallel.
 
 mod cached;
+#[cfg(test)]
+mod error_tests;
 mod lifecycle;
 mod limits;
 mod normalize;

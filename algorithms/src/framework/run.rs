@@ -118,10 +118,11 @@ impl Evaluation {
         })
     }
 
-    /// kube-scheduler's FailedScheduling message, when the pod fits nowhere.
+    /// kube-scheduler's FailedScheduling message, when the pod fits nowhere or a plugin
+    /// failed (its error as the framework worded it).
     pub fn failure_message(&self) -> Option<String> {
         if let Some(e) = &self.error {
-            return Some(format!("running {} plugin failed: {}", e.plugin, e.message()));
+            return Some(e.message());
         }
         self.fit_summary().map(|s| s.message())
     }
@@ -146,8 +147,27 @@ pub fn nodes_to_find(percentage: Option<u32>, all: usize) -> usize {
     (all * pct as usize / 100).max(MIN_NODES)
 }
 
-/// Runs the filters on one node; the first failing one's status, named. Detail strings
-/// are built only when `details` is on.
+/// An error status of a plugin worded as kube-scheduler's framework wraps it at its
+/// extension point (`wording` gets the plugin's name and the error); other statuses as
+/// they are.
+pub(crate) fn wrap_error(st: Status, wording: impl FnOnce(&str, &str) -> String) -> Status {
+    if st.code != Code::Error {
+        return st;
+    }
+    let mut out = Status::error(wording(st.plugin, &st.message()));
+    out.plugin = st.plugin;
+    out.detail = st.detail;
+    out
+}
+
+/// A PreScore plugin's error, as kube-scheduler words it.
+pub(crate) fn pre_score_error(st: Status) -> Status {
+    wrap_error(st, |p, m| format!("running PreScore plugin {p:?}: {m}"))
+}
+
+/// Runs the filters on one node; the first failing one's status, named (an error worded
+/// as kube-scheduler's framework words it). Detail strings are built only when
+/// `details` is on.
 pub(crate) fn run_filters(
     filters: &[Arc<dyn super::FilterPlugin>],
     states: &[Option<PluginState>],
@@ -162,7 +182,7 @@ pub(crate) fn run_filters(
             let mut st = plugin.filter_at(state, pod, node, index);
             if !st.is_success() {
                 st.plugin = plugin.name();
-                return st;
+                return wrap_error(st, |p, m| format!("running {p:?} filter plugin: {m}"));
             }
         }
         Status::success()
@@ -294,7 +314,7 @@ pub(crate) fn pre_filter_all(
                 Code::Success => states.push(Some(out.state)),
                 Code::Skip => states.push(None),
                 Code::Error => {
-                    ev.error = Some(out.status);
+                    ev.error = Some(wrap_error(out.status, |p, m| format!("running PreFilter plugin {p:?}: {m}")));
                     return None;
                 }
                 Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
@@ -509,7 +529,7 @@ pub(crate) fn pre_score_all(
             Err(st) if st.is_skip() => states.push(None),
             Err(mut st) => {
                 st.plugin = ws.plugin.name();
-                ev.error = Some(st);
+                ev.error = Some(pre_score_error(st));
                 return Err(());
             }
         }

@@ -277,6 +277,6 @@ mod tests {
                  no new claims to deallocate, preemption: 0/12 nodes are available: 12 Preemption is not helpful \
                  for scheduling.";
         assert_eq!(reasons(m), "3 Insufficient cpu, 9 node(s) didn't match Pod's node affinity/selector");
-        assert_eq!(reasons("running Foo plugin failed: x"), "running Foo plugin failed: x");
+        assert_eq!(reasons("running \"Foo\" filter plugin: x"), "running \"Foo\" filter plugin: x");
     }
 }
