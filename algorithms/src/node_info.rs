@@ -126,8 +126,8 @@ impl NodeInfo {
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
         self.requested.add(&pod.requests.requests);
         self.requested.allowed_pod_number += 1;
-        self.non_zero_milli_cpu += pod.requests.non_zero_milli_cpu;
-        self.non_zero_memory += pod.requests.non_zero_memory;
+        self.non_zero_milli_cpu += pod.requests.placed_non_zero.0;
+        self.non_zero_memory += pod.requests.placed_non_zero.1;
         self.used_ports.extend(pod.host_ports.iter().cloned());
         if pod.has_affinity() {
             self.pods_with_affinity.push(pod.clone());
@@ -148,8 +148,8 @@ impl NodeInfo {
         self.pods_with_required_anti_affinity.retain(|p| !is(p));
         self.requested.sub(&pod.requests.requests);
         self.requested.allowed_pod_number -= 1;
-        self.non_zero_milli_cpu -= pod.requests.non_zero_milli_cpu;
-        self.non_zero_memory -= pod.requests.non_zero_memory;
+        self.non_zero_milli_cpu -= pod.requests.placed_non_zero.0;
+        self.non_zero_memory -= pod.requests.placed_non_zero.1;
         for hp in &pod.host_ports {
             if let Some(i) = self.used_ports.iter().position(|u| u == hp) {
                 self.used_ports.swap_remove(i);

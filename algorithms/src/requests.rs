@@ -22,6 +22,10 @@ pub struct PodRequests {
     pub non_zero_milli_cpu: i64,
     /// Memory with 200Mi counted for each container that has no memory request (scoring only).
     pub non_zero_memory: i64,
+    /// What the pod adds to its node's scoring sums once placed: as the two above, but
+    /// with CPU and memory requested at pod level (`spec.resources`) taking the
+    /// containers' place, as kube-scheduler's node information counts a placed pod.
+    pub placed_non_zero: (i64, i64),
 }
 
 /// A request computation error, naming the container and resource.
@@ -170,21 +174,31 @@ fn override_pod_level(reqs: &mut Exact, level: &Exact) {
 pub fn pod_requests(spec: &core::PodSpec) -> Result<PodRequests, RequestError> {
     let mut requests = aggregate(spec, false)?;
     let mut non_zero = aggregate(spec, true)?;
+    let mut placed = non_zero.clone();
     if let Some(level) = pod_level(spec)? {
-        // The scoring amounts stay the containers' (with the 100m/200Mi defaults): a pod
-        // with only pod-level requests scores as kube-scheduler v1.36.2 scores it (recorded
-        // on a real one: NodeResourcesFit 92 and 97 on empty 1- and 16-CPU nodes of 4Gi for
-        // a pod of 1 CPU and 3Gi at pod level).
+        // The incoming pod's scoring amounts stay the containers' (with the 100m/200Mi
+        // defaults): a pod with only pod-level requests scores as kube-scheduler v1.36.2
+        // scores it (recorded on a real one: NodeResourcesFit 92 and 97 on empty 1- and
+        // 16-CPU nodes of 4Gi for a pod of 1 CPU and 3Gi at pod level). Once placed, its
+        // pod-level requests count on its node (recorded too: NodeResourcesFit 37, not 83,
+        // beside a pod of 2 CPUs and 2Gi at pod level on a node of 4 CPUs and 4Gi).
         override_pod_level(&mut requests, &level);
+        override_pod_level(&mut placed, &level);
     }
     if let Some(overhead) = &spec.overhead {
         let o = parse_list("overhead", overhead)?;
         requests.add(&o);
         non_zero.add(&o);
+        placed.add(&o);
     }
-    let non_zero_cpu = i64::try_from(ceil_div(non_zero.get(CPU), 1_000_000)).unwrap_or(i64::MAX);
-    let non_zero_memory = i64::try_from(ceil_div(non_zero.get(MEMORY), 1_000_000_000)).unwrap_or(i64::MAX);
-    Ok(PodRequests { requests: requests.to_resource(), non_zero_milli_cpu: non_zero_cpu, non_zero_memory })
+    let milli = |e: &Exact| i64::try_from(ceil_div(e.get(CPU), 1_000_000)).unwrap_or(i64::MAX);
+    let bytes = |e: &Exact| i64::try_from(ceil_div(e.get(MEMORY), 1_000_000_000)).unwrap_or(i64::MAX);
+    Ok(PodRequests {
+        requests: requests.to_resource(),
+        non_zero_milli_cpu: milli(&non_zero),
+        non_zero_memory: bytes(&non_zero),
+        placed_non_zero: (milli(&placed), bytes(&placed)),
+    })
 }
 
 /// [`pod_requests`] counting, for each container, the larger of its spec and what the
@@ -388,6 +402,14 @@ mod tests {
         let r = pod_requests(&s).unwrap();
         assert_eq!(r.requests.milli_cpu, 1250);
         assert_eq!(r.requests.memory, 2 << 30);
+        // Scoring: the incoming pod by its containers, the placed pod by its pod level.
+        assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (1250, 1 << 30));
+        assert_eq!(r.placed_non_zero, (1250, 2 << 30));
+        let mut bare = spec(vec![container("a", None, None, false)], vec![]);
+        bare.resources = s.resources.clone();
+        let r = pod_requests(&bare).unwrap();
+        assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST));
+        assert_eq!(r.placed_non_zero, (DEFAULT_MILLI_CPU_REQUEST, 2 << 30), "CPU not set at pod level: the default");
     }
 
     #[test]

@@ -72,3 +72,8 @@ fn dynamic_resources_scores_with_kube_schedulers_default_weight() {
 fn a_filter_plugins_error_is_worded_as_kube_schedulers_framework_words_it() {
     same_answer("dra-filter-error-prefix");
 }
+
+#[test]
+fn a_placed_pods_pod_level_requests_count_on_its_node_for_scoring() {
+    same_answer("podlevel-existing-fit");
+}
