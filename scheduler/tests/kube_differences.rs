@@ -77,3 +77,12 @@ fn a_filter_plugins_error_is_worded_as_kube_schedulers_framework_words_it() {
 fn a_placed_pods_pod_level_requests_count_on_its_node_for_scoring() {
     same_answer("podlevel-existing-fit");
 }
+
+#[test]
+fn a_selectors_error_comes_before_any_count_of_free_devices() {
+    // Two devices wanted, one free: kube-scheduler evaluates the selector on it.
+    same_answer("dra-cel-error-too-few-devices");
+    // An `All` request's selectors are evaluated before the search, whatever an earlier
+    // request of the claim finds.
+    same_answer("dra-cel-error-all-mode");
+}

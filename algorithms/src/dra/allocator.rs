@@ -304,10 +304,6 @@ fn run_search(
         return Ok(Outcome::Allocated(Vec::new()));
     }
     let search = || -> Result<Outcome, String> {
-        if too_few_free(state, &reach.pools, claims) {
-            let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
-            return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
-        }
         let mut search = Search {
             state,
             claims,
@@ -325,6 +321,14 @@ fn run_search(
             chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
             spent: vec![0; plan.budget.as_ref().map_or(0, |b| b.left.len())],
         };
+        search.prepare_all()?;
+        if too_few_free(state, &reach.pools, claims) {
+            // The search cannot succeed; the selectors of the free devices are still
+            // evaluated, as kube-scheduler's search would, so that their errors are the same.
+            search.evaluate_free()?;
+            let invalid = reach.pools.iter().any(|p| p.invalid.is_some());
+            return Ok(Outcome::Unschedulable(invalid.then(|| INVALID_POOLS.into())));
+        }
         let found = search.claim(0)?;
         if search.timed_out {
             return Ok(Outcome::TimedOut);
@@ -470,6 +474,67 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
+    /// What kube-scheduler does for `allocationMode: All` requests before it searches:
+    /// in the claims' order, each such request's pools must be complete and valid, and
+    /// its selectors are evaluated on every device, so that their errors come first.
+    fn prepare_all(&mut self) -> Result<(), String> {
+        let claims = self.claims;
+        for (c, claim) in claims.iter().enumerate() {
+            for (r, request) in claim.requests.iter().enumerate() {
+                let [alt] = request.alternatives.as_slice() else { continue };
+                if request.prioritized || alt.mode != Mode::All {
+                    continue;
+                }
+                self.pools_complete(c, r, 0)?;
+                for k in 0..self.devices.len() {
+                    self.selectable(c, r, 0, k)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates every request's selectors on the devices free for it, in the claims',
+    /// requests' and devices' order: the errors a search would meet.
+    fn evaluate_free(&mut self) -> Result<(), String> {
+        let claims = self.claims;
+        for (c, claim) in claims.iter().enumerate() {
+            for (r, request) in claim.requests.iter().enumerate() {
+                for a in 0..request.alternatives.len() {
+                    for k in 0..self.devices.len() {
+                        self.usable(c, r, a, k)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An error when a pool the node reaches is being updated or invalid: an `All`
+    /// request cannot know every device then.
+    fn pools_complete(&self, c: usize, r: usize, a: usize) -> Result<(), String> {
+        let claim = &self.claims[c];
+        let alt = &claim.requests[r].alternatives[a];
+        let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
+        for pool in self.pools {
+            if pool.incomplete {
+                return Err(format!(
+                    "claim {}, request {name}: asks for all devices, but resource pool {} is currently being updated",
+                    claim.key(),
+                    pool.id
+                ));
+            }
+            if pool.invalid.is_some() {
+                return Err(format!(
+                    "claim {}, request {name}: asks for all devices, but resource pool {} is currently invalid",
+                    claim.key(),
+                    pool.id
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Claims `c..` (all requests of each).
     fn claim(&mut self, c: usize) -> Result<bool, String> {
         if c >= self.claims.len() {
@@ -537,23 +602,7 @@ impl Search<'_> {
         let claims = self.claims;
         let claim = &claims[c];
         let alt = &claim.requests[r].alternatives[a];
-        for pool in self.pools {
-            let name = alt.name.rsplit('/').next().unwrap_or(&alt.name);
-            if pool.incomplete {
-                return Err(format!(
-                    "claim {}, request {name}: asks for all devices, but resource pool {} is currently being updated",
-                    claim.key(),
-                    pool.id
-                ));
-            }
-            if pool.invalid.is_some() {
-                return Err(format!(
-                    "claim {}, request {name}: asks for all devices, but resource pool {} is currently invalid",
-                    claim.key(),
-                    pool.id
-                ));
-            }
-        }
+        self.pools_complete(c, r, a)?;
         let mut wanted = Vec::new();
         for k in 0..self.devices.len() {
             // Devices without the capacity asked for (beside what allocated claims hold)
