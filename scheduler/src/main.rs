@@ -206,6 +206,20 @@ fn main() {
     }
 }
 
+/// Writes a command's output to stdout. A reader that went away (`| head -1`) ends the
+/// process quietly, as Unix tools end; any other failure is an error.
+fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     scheduler::run::parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration such as 30s or 1m"))
 }
@@ -363,10 +377,9 @@ fn run_simulate(cluster: Option<&Path>, write: Option<&Path>, sim: &SimFlags) ->
     }
     sim.write_report(&source, &report)?;
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Json => out(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         _ => {
-            println!("Simulated {source}.");
-            print!("{}", simulate::render(&report));
+            out(&format!("Simulated {source}.\n{}", simulate::render(&report)));
         }
     }
     Ok(())
@@ -495,10 +508,12 @@ fn simulate_generated(
     let report = simulate::run_streamed(profiles, parsed, init, &sim.options(), stream);
     sim.write_report(&source, &report)?;
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Json => out(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         _ => {
-            println!("Simulated {source} ({init_count} initial pods scheduled first, not measured).");
-            print!("{}", simulate::render(&report));
+            out(&format!(
+                "Simulated {source} ({init_count} initial pods scheduled first, not measured).\n{}",
+                simulate::render(&report)
+            ));
         }
     }
     Ok(())
@@ -623,11 +638,11 @@ fn run_explain(
         eprintln!("Report written to {}.", path.display());
     }
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Json => out(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         _ => {
             // Colour only for a person at a terminal, and never with NO_COLOR set.
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            print!("{}", explain::render_table(&report, color));
+            out(&explain::render_table(&report, color));
         }
     }
     Ok(())

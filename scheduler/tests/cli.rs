@@ -296,3 +296,23 @@ fn a_configuration_error_is_told_once() {
         assert!(stderr.contains("config.yaml"), "{mode}: {stderr}");
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    // More output than a pipe holds, read one line of, as `| head -1` does.
+    let mut child = bin()
+        .args(["simulate", "--workload", "SchedulingBasic", "--nodes", "100", "--pods", "3000", "--output", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "{");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
