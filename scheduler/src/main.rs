@@ -116,12 +116,7 @@ enum Command {
         /// A `kubectl get nodes,pods,namespaces -A -o yaml|json` dump; the demo cluster when absent.
         #[arg(long, conflicts_with = "workload")]
         cluster: Option<PathBuf>,
-        /// A generated scheduler_perf-style workload (SchedulingBasic, SchedulingNodeAffinity,
-        /// SchedulingPodAntiAffinity, SchedulingPodAffinity, TopologySpreading,
-        /// PreferredTopologySpreading, Unschedulable, SchedulingGpu, SchedulingGpuPacking,
-        /// GangTraining, SchedulingChurn, PreemptionBasic, SchedulingWithPVC, SchedulingWithResourceClaimTemplate,
-        /// MultiTenantGPU).
-        #[arg(long)]
+        #[arg(long, help = workloads_help())]
         workload: Option<String>,
         /// Nodes of the workload (default: the workload's own).
         #[arg(long, requires = "workload")]
@@ -204,6 +199,17 @@ fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Every workload `simulate --workload` generates, from the one list of them.
+fn workload_names() -> Vec<&'static str> {
+    let generated = scheduler::synthetic::workloads::WORKLOADS.iter().map(|w| w.0);
+    generated.chain([scheduler::synthetic::multitenant::NAME]).collect()
+}
+
+/// `--workload`'s help: the workloads by name.
+fn workloads_help() -> String {
+    format!("A generated scheduler_perf-style workload: {}", workload_names().join(", "))
 }
 
 /// Writes a command's output to stdout. A reader that went away (`| head -1`) ends the
@@ -447,8 +453,7 @@ fn run_workload(
     let generated =
         scheduler::synthetic::workloads::generate(name, nodes, pods, |p| init_sink.push(p), |p| keep(&mut measured, p));
     let Some(w) = generated else {
-        let names: Vec<&str> = scheduler::synthetic::workloads::WORKLOADS.iter().map(|w| w.0).collect();
-        bail!("unknown workload {name:?}; known: {}", names.join(", "));
+        bail!("unknown workload {name:?}; known: {}", workload_names().join(", "));
     };
     for p in init_sink {
         keep(&mut init, p);

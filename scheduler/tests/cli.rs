@@ -316,3 +316,14 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn simulate_help_and_its_error_list_every_workload() {
+    let help = String::from_utf8(bin().args(["simulate", "--help"]).output().unwrap().stdout).unwrap();
+    let out = bin().args(["simulate", "--workload", "Nope"]).output().unwrap();
+    let error = String::from_utf8_lossy(&out.stderr).to_string();
+    for name in scheduler::synthetic::workloads::WORKLOADS.iter().map(|w| w.0).chain(["MultiTenantGPU"]) {
+        assert!(help.contains(name), "--help does not name {name}");
+        assert!(error.contains(name), "the unknown-workload error does not name {name}: {error}");
+    }
+}
