@@ -113,7 +113,9 @@ enum Command {
     },
     /// Schedule every pending pod of a snapshot (or the built-in demo) in memory.
     Simulate {
-        /// A `kubectl get nodes,pods,namespaces -A -o yaml|json` dump; the demo cluster when absent.
+        /// A `kubectl get … -A -o yaml|json` dump: nodes, pods and namespaces, with what the
+        /// README's dump commands add (PodDisruptionBudgets, volumes, DRA objects, PodGroups,
+        /// ElasticQuotas); the demo cluster when absent.
         #[arg(long, conflicts_with = "workload")]
         cluster: Option<PathBuf>,
         #[arg(long, help = workloads_help())]
@@ -127,11 +129,12 @@ enum Command {
         /// A KubeSchedulerConfiguration file.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// `text` (default) or `json`.
+        /// `text` (the default; `table` is the same) or `json`.
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
-        /// Write the resulting cluster (pods with their nodes) to this file (.json, or YAML otherwise).
-        #[arg(long)]
+        /// Write the resulting cluster (pods with their nodes) to this file (.json, or YAML
+        /// otherwise); for a `--cluster` dump or the demo, not a generated workload.
+        #[arg(long, conflicts_with = "workload")]
         write: Option<PathBuf>,
         /// Seed for tie-breaking between equal scores.
         #[arg(long, default_value_t = 0)]
@@ -159,7 +162,7 @@ enum Command {
         /// A KubeSchedulerConfiguration file.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// `table` (default) or `json`.
+        /// `table` (the default; `text` is the same) or `json`.
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
         /// Seed for tie-breaking between equal scores.
@@ -377,6 +380,9 @@ fn run_simulate(cluster: Option<&Path>, write: Option<&Path>, sim: &SimFlags) ->
         None => (demo_objects(seed), "built-in demo cluster".to_string()),
     };
     let parsed = cluster::parse_cluster(&objects, &source)?;
+    if parsed.nodes.is_empty() {
+        eprintln!("warning: {source} has no nodes: every pod will be unschedulable");
+    }
     let report = simulate::run(profiles, parsed, &sim.options());
     if let Some(path) = write {
         write_cluster(path, &objects, &report.placements)?;

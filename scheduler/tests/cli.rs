@@ -327,3 +327,18 @@ fn simulate_help_and_its_error_list_every_workload() {
         assert!(error.contains(name), "the unknown-workload error does not name {name}: {error}");
     }
 }
+
+#[test]
+fn a_workload_cannot_be_written_and_an_empty_cluster_warns() {
+    let out = bin().args(["simulate", "--workload", "GangTrainingTopology", "--write", "/dev/null"]).output().unwrap();
+    assert!(!out.status.success());
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains("'--workload <WORKLOAD>' cannot be used with '--write <WRITE>'"), "{error}");
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "apiVersion: v1\nkind: List\nitems: []\n").unwrap();
+    let out = bin().args(["simulate", "--cluster", empty.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let warning = String::from_utf8_lossy(&out.stderr);
+    assert!(warning.contains("has no nodes: every pod will be unschedulable"), "{warning}");
+}
