@@ -605,9 +605,7 @@ fn run_explain(
     let key = pod.key();
     let before = parsed.bound.len();
     parsed.bound.retain(|p| p.key() != key);
-    if parsed.bound.len() != before {
-        pod.node_name = None;
-    }
+    let bound_to = pod.node_name.take().filter(|_| parsed.bound.len() != before);
     let profile = match profiles.iter().find(|p| p.scheduler_name == pod.scheduler_name) {
         Some(p) => p,
         None => {
@@ -628,6 +626,12 @@ fn run_explain(
         snapshot.objects = std::sync::Arc::new(objects);
     }
     let mut report = explain::explain(profile, &pod, &snapshot, seed);
+    if let Some(node) = bound_to {
+        report.notes.insert(0, format!("{key} is bound to {node}: judged as if it were pending, without itself there"));
+    }
+    report
+        .notes
+        .push("The pod is judged alone on the cluster as dumped: other pending pods are not placed first".to_string());
     if scheduler::gang::group_of(&pod).is_some() {
         // A member of a group held to one topology domain: the whole group judged.
         let mut whole = cluster::parse_cluster(&objects, &cluster_path.display().to_string())?;

@@ -342,3 +342,19 @@ fn a_workload_cannot_be_written_and_an_empty_cluster_warns() {
     let warning = String::from_utf8_lossy(&out.stderr);
     assert!(warning.contains("has no nodes: every pod will be unschedulable"), "{warning}");
 }
+
+#[test]
+fn explain_says_when_the_pod_is_already_bound_and_that_it_judges_it_alone() {
+    let r = run_json(&[
+        "explain",
+        "--cluster",
+        "tests/data/cluster-dump.yaml",
+        "--pod",
+        "default/gpu-2",
+        "--output",
+        "json",
+    ]);
+    let notes: Vec<&str> = r["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(notes[0], "default/gpu-2 is bound to node-gpu: judged as if it were pending, without itself there");
+    assert!(notes.last().unwrap().starts_with("The pod is judged alone"), "{notes:?}");
+}

@@ -167,7 +167,8 @@ fn explain_shows_the_quota_path_its_shares_and_what_the_pod_would_borrow() {
         json!([
             "quota research: min cpu:4, max cpu:8, used cpu:8, waiting cpu:3, runtime share cpu:8",
             "quota team-b: min cpu:2, max cpu:8, used cpu:0, waiting cpu:3, runtime share cpu:3",
-            "the pod requests cpu:1: team-b would use cpu:1, borrowing cpu:0 beyond its min"
+            "the pod requests cpu:1: team-b would use cpu:1, borrowing cpu:0 beyond its min",
+            "The pod is judged alone on the cluster as dumped: other pending pods are not placed first"
         ])
     );
     assert_eq!(r["preemption"]["victims"].as_array().unwrap().len(), 1, "{r}");
