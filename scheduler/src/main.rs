@@ -150,6 +150,10 @@ enum Command {
         /// reason, placements, the run's figures and configuration) to this file.
         #[arg(long)]
         report: Option<PathBuf>,
+        /// List every unschedulable pod with its message in the text output, rather than
+        /// the pods grouped by reason.
+        #[arg(long)]
+        list_pending: bool,
     },
     /// Explain why a pod fits or does not fit each node.
     Explain {
@@ -325,8 +329,10 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
             no_equivalence_cache,
             churn_per_second,
             report,
+            list_pending,
         } => {
-            let sim = SimFlags { output, seed, no_equivalence_cache, report, config: config.clone(), gates };
+            let sim =
+                SimFlags { output, seed, no_equivalence_cache, report, config: config.clone(), gates, list_pending };
             match workload {
                 Some(name) => {
                     let churn = churn_per_second.or_else(|| scheduler::synthetic::workloads::churn_rate(&name));
@@ -391,7 +397,7 @@ fn run_simulate(cluster: Option<&Path>, write: Option<&Path>, sim: &SimFlags) ->
     match output {
         Output::Json => out(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         _ => {
-            out(&format!("Simulated {source}.\n{}", simulate::render(&report)));
+            out(&format!("Simulated {source}.\n{}", simulate::render(&report, sim.list_pending)));
         }
     }
     Ok(())
@@ -405,6 +411,8 @@ struct SimFlags {
     report: Option<PathBuf>,
     config: Option<PathBuf>,
     gates: FeatureGates,
+    /// Every unschedulable pod in the text output, not the pods grouped by reason.
+    list_pending: bool,
 }
 
 impl SimFlags {
@@ -523,7 +531,7 @@ fn simulate_generated(
         _ => {
             out(&format!(
                 "Simulated {source} ({init_count} initial pods scheduled first, not measured).\n{}",
-                simulate::render(&report)
+                simulate::render(&report, sim.list_pending)
             ));
         }
     }

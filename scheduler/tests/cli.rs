@@ -358,3 +358,13 @@ fn explain_says_when_the_pod_is_already_bound_and_that_it_judges_it_alone() {
     assert_eq!(notes[0], "default/gpu-2 is bound to node-gpu: judged as if it were pending, without itself there");
     assert!(notes.last().unwrap().starts_with("The pod is judged alone"), "{notes:?}");
 }
+
+#[test]
+fn simulate_groups_unschedulable_pods_by_reason_and_lists_them_on_request() {
+    let grouped = String::from_utf8(bin().args(["simulate"]).output().unwrap().stdout).unwrap();
+    let (_, pending) = grouped.split_once("Unschedulable pods by reason").expect("the grouped section");
+    assert!(pending.contains("ml/train-26, ml/train-36, ml/train-45 and 4 more"), "{pending}");
+    let listed = String::from_utf8(bin().args(["simulate", "--list-pending"]).output().unwrap().stdout).unwrap();
+    let (_, each) = listed.split_once("\nUnschedulable pods:\n").expect("the per-pod list");
+    assert_eq!(each.lines().count(), 13, "{each}");
+}

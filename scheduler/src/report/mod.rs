@@ -14,6 +14,7 @@ pub use crate::detail::RunDetail;
 pub use explain_page::explain_html;
 
 use crate::simulate::SimulationReport;
+pub use crate::simulate::reasons;
 use heatmap::Cell;
 
 /// Rows a table shows at most; the rest are counted below it.
@@ -28,18 +29,6 @@ pub struct RunSource {
     pub config: Option<String>,
     /// The tie-breaking seed.
     pub seed: u64,
-}
-
-/// The reasons of a FailedScheduling message without its node count and preemption
-/// part: pods turned away for the same reasons share it.
-pub fn reasons(message: &str) -> &str {
-    let rest = match message.split_once(" nodes are available: ") {
-        Some((count, rest)) if count.starts_with("0/") => rest,
-        _ => message,
-    };
-    // The reasons end with the first sentence; what follows is about preemption.
-    let rest = rest.split(". ").next().unwrap_or(rest);
-    rest.trim_end().trim_end_matches('.')
 }
 
 fn human(resource: &str, v: i64) -> String {

@@ -16,7 +16,7 @@ use crate::engine::{Cycler, Engine, Nomination, Outcome, Preempted};
 mod report;
 mod steady;
 mod timeline;
-pub use report::{Latency, PreemptionRecord, SimulationReport, peak_rss_bytes, percentile, render};
+pub use report::{Latency, PreemptionRecord, SimulationReport, peak_rss_bytes, percentile, reasons, render};
 use steady::Steady;
 pub use timeline::{Observer, Timeline};
 

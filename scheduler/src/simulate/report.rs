@@ -92,6 +92,18 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+/// The reasons of a FailedScheduling message without its node count and preemption
+/// part: pods turned away for the same reasons share it.
+pub fn reasons(message: &str) -> &str {
+    let rest = match message.split_once(" nodes are available: ") {
+        Some((count, rest)) if count.starts_with("0/") => rest,
+        _ => message,
+    };
+    // The reasons end with the first sentence; what follows is about preemption.
+    let rest = rest.split(". ").next().unwrap_or(rest);
+    rest.trim_end().trim_end_matches('.')
+}
+
 /// Peak resident set size of this process in bytes (Linux), if known.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -110,7 +122,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// The human summary of a simulation.
-pub fn render(report: &SimulationReport) -> String {
+pub fn render(report: &SimulationReport, every_pending: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
@@ -166,12 +178,29 @@ pub fn render(report: &SimulationReport) -> String {
     if let Some((busiest, n)) = per_node.iter().max_by_key(|(_, n)| **n) {
         let _ = writeln!(s, "Pods landed on {} nodes; busiest {busiest} with {n} new pods.", per_node.len());
     }
-    if !report.failures.is_empty() {
+    if report.failures.is_empty() {
+        return s;
+    }
+    if every_pending {
         let _ = writeln!(s, "\nUnschedulable pods:");
         let width = report.failures.keys().map(String::len).max().unwrap_or(0);
         for (pod, msg) in &report.failures {
             let _ = writeln!(s, "  {pod:width$}  {msg}");
         }
+        return s;
+    }
+    // By reason, most pods first, as the report page groups them.
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (pod, msg) in &report.failures {
+        groups.entry(reasons(msg)).or_default().push(pod);
+    }
+    let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    let _ = writeln!(s, "\nUnschedulable pods by reason (--list-pending lists each pod and its message):");
+    for (why, pods) in groups {
+        let shown: Vec<&str> = pods.iter().take(3).copied().collect();
+        let more = if pods.len() > 3 { format!(" and {} more", pods.len() - 3) } else { String::new() };
+        let _ = writeln!(s, "  {:>5}  {why}\n         {}{more}", pods.len(), shown.join(", "));
     }
     s
 }
