@@ -181,11 +181,16 @@ enum Command {
 /// Logs go to stderr; `RUST_LOG` overrides the level. The servers (`run`, `extender`)
 /// log start-up, cache sync, leadership and a periodic summary at `info`, as
 /// kube-scheduler does at its default verbosity; `simulate` and `explain` only warn.
+/// Colours only on a terminal.
 fn init_logging(format: LogFormat, server: bool) {
     let default = if server { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only for a terminal: a log file or a collector gets plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

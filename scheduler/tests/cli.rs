@@ -368,3 +368,14 @@ fn simulate_groups_unschedulable_pods_by_reason_and_lists_them_on_request() {
     let (_, each) = listed.split_once("\nUnschedulable pods:\n").expect("the per-pod list");
     assert_eq!(each.lines().count(), 13, "{each}");
 }
+
+#[test]
+fn logs_to_a_file_or_pipe_carry_no_colour_codes() {
+    let out = bin()
+        .args(["explain", "--cluster", "tests/data/cluster-dump.yaml", "--pod", "default/gpu-2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the pod names another scheduler"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
