@@ -468,13 +468,19 @@ impl QuotaState {
     /// Whether every quota's use together with `request` exceeds every quota's `min`
     /// together: a pod may borrow only what other quotas leave unused.
     pub fn aggregated_over_min_with(&self, request: &Resource) -> bool {
-        let mut used = request.clone();
-        let mut min = Resource::default();
+        let (mut used, min) = self.aggregate();
+        used.add(request);
+        exceeds(&used, &NOTHING, &min, 0)
+    }
+
+    /// Every namespace quota's use together, and every one's `min` together.
+    pub fn aggregate(&self) -> (Resource, Resource) {
+        let (mut used, mut min) = (Resource::default(), Resource::default());
         for q in self.quotas.values() {
             used.add(self.used(&q.namespace));
             min.add(&q.min);
         }
-        exceeds(&used, &NOTHING, &min, 0)
+        (used, min)
     }
 }
 

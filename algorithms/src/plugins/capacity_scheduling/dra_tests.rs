@@ -106,7 +106,8 @@ fn the_aggregate_min_limits_devices_too() {
     q.min.set_value(GPU, 3);
     objects.quotas_mut().upsert(q).unwrap();
     snap.objects = Arc::new(objects);
-    let limits = device_limits(snap.objects.quotas(), &pod, &snap).expect("limits");
+    let state = snap.objects.quotas();
+    let limits = device_limits(state, &pod, &asked(state, &pod, &snap)).expect("limits");
     assert_eq!(limits.of(GPU), Some(3));
     assert_eq!(limits.of(&devices_key(CLASS)), None, "no quota names the class's devices");
     assert_eq!(limits.of("example.com/other"), Some(0), "an extended resource no min names is 0, as upstream");

@@ -86,18 +86,23 @@ pub fn asked(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Asked {
 
 /// Why quotas refuse `pod`, if they do.
 pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Status> {
+    state.quota(&pod.namespace)?;
+    refusal_for(state, pod, &asked(state, pod, snapshot))
+}
+
+/// Why quotas refuse `pod`, which asks `asked` of them, if they do.
+fn refusal_for(state: &QuotaState, pod: &PodInfo, asked: &Asked) -> Option<Status> {
     let quota = state.quota(&pod.namespace)?;
-    let asked = asked(state, pod, snapshot);
     let used = state.used(&pod.namespace);
     let (ns, name) = (&pod.namespace, &pod.name);
     if quota.over_max_with(used, &asked.in_quota) {
         let message = format!("Pod {ns}/{name} is rejected in PreFilter because ElasticQuota {ns} is more than Max");
-        return Some(Status::unschedulable(message).with_detail_fn(|| detail(state, quota, &asked)));
+        return Some(Status::unschedulable(message).with_detail_fn(|| detail(state, quota, asked)));
     }
     if state.aggregated_over_min_with(&asked.in_all) {
         let message =
             format!("Pod {ns}/{name} is rejected in PreFilter because total ElasticQuota used is more than min");
-        return Some(Status::unschedulable(message).with_detail_fn(|| detail(state, quota, &asked)));
+        return Some(Status::unschedulable(message).with_detail_fn(|| detail(state, quota, asked)));
     }
     None
 }
@@ -106,22 +111,18 @@ pub fn refusal(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option
 /// [`crate::dra::charge`]) the claims of `pod` may be given: what its quota's `max`
 /// leaves beyond its use and what it asks, and what every quota's `min` together leaves
 /// beyond every quota's use and what it asks with the nominated pods (a DeviceClass's
-/// devices only where some quota's `min` names them). `None` for a pod without claims or
-/// quota.
-pub fn device_limits(state: &QuotaState, pod: &PodInfo, snapshot: &Snapshot) -> Option<Limits> {
+/// devices only where some quota's `min` names them), `pod` asking `asked` of them.
+/// `None` for a pod without claims or quota.
+pub fn device_limits(state: &QuotaState, pod: &PodInfo, asked: &Asked) -> Option<Limits> {
     let quota = state.quota(&pod.namespace)?;
     if pod.resource_claims.is_empty() {
         return None;
     }
-    let asked = asked(state, pod, snapshot);
     let mut in_quota = state.used(&pod.namespace).clone();
     in_quota.add(&asked.in_quota);
     let max = quota.max.clone();
-    let (mut all_used, mut all_min) = (asked.in_all, Resource::default());
-    for q in state.quotas() {
-        all_used.add(state.used(&q.namespace));
-        all_min.add(&q.min);
-    }
+    let (mut all_used, all_min) = state.aggregate();
+    all_used.add(&asked.in_all);
     Some(Limits::new(format!("ElasticQuota {}", quota.key()), move |name| {
         let by_max = max.scalar_value(name).map(|m| m.saturating_sub(in_quota.get(name)));
         let min = all_min.scalar_value(name).or((!is_devices_key(name)).then_some(0));
@@ -190,12 +191,16 @@ impl FilterPlugin for CapacityScheduling {
 
     fn pre_filter(&self, pod: &PodInfo, snapshot: &Snapshot) -> PreFilterOutcome {
         let state = snapshot.objects.quotas();
-        if let Some(status) = refusal(state, pod, snapshot) {
+        if state.quota(&pod.namespace).is_none() {
+            return PreFilterOutcome::skip();
+        }
+        let asked = asked(state, pod, snapshot);
+        if let Some(status) = refusal_for(state, pod, &asked) {
             return PreFilterOutcome::reject(status);
         }
         // Quotas judge the pod, not a node: there is nothing to filter; the devices its
         // claims get stay within them.
-        match device_limits(state, pod, snapshot) {
+        match device_limits(state, pod, &asked) {
             Some(limits) => PreFilterOutcome::skip().with_limits(limits),
             None => PreFilterOutcome::skip(),
         }
