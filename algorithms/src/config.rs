@@ -73,6 +73,23 @@ pub struct SchedulerConfiguration {
     /// HTTP extenders: `run` calls them; the extender reads its managed resources from here.
     #[serde(default)]
     pub extenders: Vec<ExtenderConfig>,
+    /// kube-scheduler's worker count. Accepted as kube-scheduler's files carry it; filtering
+    /// and scoring here run on a pool sized by the machine's cores.
+    #[serde(default)]
+    pub parallelism: Option<i32>,
+    /// kube-scheduler's share of pod group placements to evaluate. Accepted; pod groups here
+    /// evaluate every placement.
+    #[serde(default)]
+    pub percentage_of_placements_to_score: Option<i32>,
+    /// kube-scheduler's profiling endpoints. Accepted; this scheduler serves none.
+    #[serde(default)]
+    pub enable_profiling: Option<bool>,
+    /// kube-scheduler's lock contention profiling. Accepted; this scheduler serves none.
+    #[serde(default)]
+    pub enable_contention_profiling: Option<bool>,
+    /// kube-scheduler's delayed caches. Accepted; the cache fills before the lease is held.
+    #[serde(default)]
+    pub delay_cache_until_active: Option<bool>,
     /// The feature gates (a command-line flag, not a field of the file).
     #[serde(skip)]
     pub feature_gates: FeatureGates,
@@ -91,6 +108,12 @@ pub struct ClientConnection {
     /// Burst above `qps`.
     #[serde(default)]
     pub burst: Option<u32>,
+    /// Accepted content types. Accepted; the client asks for JSON.
+    #[serde(default)]
+    pub accept_content_types: Option<String>,
+    /// Content type of requests. Accepted; the client sends JSON.
+    #[serde(default)]
+    pub content_type: Option<String>,
 }
 
 /// `leaderElection`.
@@ -115,6 +138,9 @@ pub struct LeaderElection {
     /// Lease namespace.
     #[serde(default)]
     pub resource_namespace: Option<String>,
+    /// The lock's kind: `leases`, the only kind kube-scheduler v1.36 accepts.
+    #[serde(default)]
+    pub resource_lock: Option<String>,
 }
 
 /// One profile.
@@ -127,6 +153,10 @@ pub struct ProfileConfig {
     /// Per-profile share of nodes to score.
     #[serde(default)]
     pub percentage_of_nodes_to_score: Option<u32>,
+    /// Per-profile share of pod group placements to evaluate. Accepted; pod groups here
+    /// evaluate every placement.
+    #[serde(default)]
+    pub percentage_of_placements_to_score: Option<i32>,
     /// Plugin sets per extension point.
     #[serde(default)]
     pub plugins: Plugins,
@@ -135,22 +165,87 @@ pub struct ProfileConfig {
     pub plugin_config: Vec<PluginConfig>,
 }
 
-/// `plugins`: the extension points this scheduler acts on; others are accepted and ignored.
+/// `plugins`: every extension point of kube-scheduler's `Plugins`. This scheduler acts on
+/// `multiPoint`, `preFilter`, `filter`, `postFilter`, `score`, `reserve`, `permit`,
+/// `preBind` and `placementScore`; the others are validated for plugin names only.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plugins {
     /// Applies to every extension point a plugin implements.
     #[serde(default)]
     pub multi_point: PluginSet,
+    /// PreEnqueue.
+    #[serde(default)]
+    pub pre_enqueue: PluginSet,
+    /// QueueSort.
+    #[serde(default)]
+    pub queue_sort: PluginSet,
+    /// PreFilter.
+    #[serde(default)]
+    pub pre_filter: PluginSet,
     /// Filter.
     #[serde(default)]
     pub filter: PluginSet,
+    /// PostFilter.
+    #[serde(default)]
+    pub post_filter: PluginSet,
+    /// PreScore.
+    #[serde(default)]
+    pub pre_score: PluginSet,
     /// Score.
     #[serde(default)]
     pub score: PluginSet,
-    /// Other extension points (preFilter, preScore, bind, ...), validated for names only.
-    #[serde(flatten)]
-    pub other: HashMap<String, PluginSet>,
+    /// Reserve.
+    #[serde(default)]
+    pub reserve: PluginSet,
+    /// Permit.
+    #[serde(default)]
+    pub permit: PluginSet,
+    /// PreBind.
+    #[serde(default)]
+    pub pre_bind: PluginSet,
+    /// Bind.
+    #[serde(default)]
+    pub bind: PluginSet,
+    /// PostBind.
+    #[serde(default)]
+    pub post_bind: PluginSet,
+    /// PlacementGenerate (pod groups).
+    #[serde(default)]
+    pub placement_generate: PluginSet,
+    /// PlacementScore (pod groups).
+    #[serde(default)]
+    pub placement_score: PluginSet,
+    /// PlacementFeasible (pod groups).
+    #[serde(default)]
+    pub placement_feasible: PluginSet,
+    /// PodGroupPostFilter (pod groups).
+    #[serde(default)]
+    pub pod_group_post_filter: PluginSet,
+}
+
+impl Plugins {
+    /// Every extension point but `multiPoint`, with its name in the configuration.
+    pub fn points(&self) -> [(&'static str, &PluginSet); 16] {
+        [
+            ("preEnqueue", &self.pre_enqueue),
+            ("queueSort", &self.queue_sort),
+            ("preFilter", &self.pre_filter),
+            ("filter", &self.filter),
+            ("postFilter", &self.post_filter),
+            ("preScore", &self.pre_score),
+            ("score", &self.score),
+            ("reserve", &self.reserve),
+            ("permit", &self.permit),
+            ("preBind", &self.pre_bind),
+            ("bind", &self.bind),
+            ("postBind", &self.post_bind),
+            ("placementGenerate", &self.placement_generate),
+            ("placementScore", &self.placement_score),
+            ("placementFeasible", &self.placement_feasible),
+            ("podGroupPostFilter", &self.pod_group_post_filter),
+        ]
+    }
 }
 
 /// Enabled and disabled plugins of one extension point.
@@ -209,6 +304,11 @@ impl SchedulerConfiguration {
             && v != "kubescheduler.config.k8s.io/v1"
         {
             return Err(ConfigError::Invalid(format!("apiVersion {v:?} is not kubescheduler.config.k8s.io/v1")));
+        }
+        if let Some(lock) = &self.leader_election.resource_lock
+            && lock != "leases"
+        {
+            return Err(ConfigError::Invalid(format!("leaderElection.resourceLock {lock:?} is not \"leases\"")));
         }
         if let Some(k) = &self.kind
             && k != "KubeSchedulerConfiguration"
@@ -277,9 +377,7 @@ fn apply(list: &mut Vec<(String, i64)>, set: &PluginSet, fits: fn(&str) -> bool)
 fn check_placement_names(profile: &str, plugins: &Plugins) -> Result<(), ConfigError> {
     use crate::placement::{NODE_RESOURCES_FIT, PLACEMENT_SCORES};
     let only_placement = |n: &str| PLACEMENT_SCORES.contains(&n) && n != NODE_RESOURCES_FIT;
-    let sets = [("multiPoint", &plugins.multi_point), ("filter", &plugins.filter), ("score", &plugins.score)];
-    let others = plugins.other.iter().map(|(k, v)| (k.as_str(), v));
-    for (point, set) in sets.into_iter().chain(others) {
+    for (point, set) in std::iter::once(("multiPoint", &plugins.multi_point)).chain(plugins.points()) {
         for r in &set.enabled {
             let wrong = if point == "placementScore" {
                 r.name != "*" && !PLACEMENT_SCORES.contains(&r.name.as_str())
@@ -340,8 +438,8 @@ fn build_profile(
     ignored: &[String],
 ) -> Result<Profile, ConfigError> {
     let name = p.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string());
-    let sets = [&p.plugins.multi_point, &p.plugins.filter, &p.plugins.score];
-    for set in sets.into_iter().chain(p.plugins.other.values()) {
+    let points = p.plugins.points().map(|(_, set)| set);
+    for set in std::iter::once(&p.plugins.multi_point).chain(points) {
         for r in set.enabled.iter().chain(&set.disabled) {
             check_name(&name, &r.name)?;
         }
@@ -355,23 +453,21 @@ fn build_profile(
     let mut permits = named(&d.permits);
     let mut pre_binds = named(&d.pre_binds);
     let mut post_filters = named(&d.post_filters);
-    let none = PluginSet::default();
-    let point = |name: &str| p.plugins.other.get(name).unwrap_or(&none);
-    for (list, key, fits) in [
-        (&mut reserves, "reserve", registry::has_reserve as fn(&str) -> bool),
-        (&mut permits, "permit", registry::has_permit),
-        (&mut pre_binds, "preBind", registry::has_pre_bind),
-        (&mut post_filters, "postFilter", registry::has_post_filter),
+    for (list, set, fits) in [
+        (&mut reserves, &p.plugins.reserve, registry::has_reserve as fn(&str) -> bool),
+        (&mut permits, &p.plugins.permit, registry::has_permit),
+        (&mut pre_binds, &p.plugins.pre_bind, registry::has_pre_bind),
+        (&mut post_filters, &p.plugins.post_filter, registry::has_post_filter),
     ] {
         apply(list, &p.plugins.multi_point, fits);
-        apply(list, point(key), fits);
+        apply(list, set, fits);
     }
     apply(&mut filters, &p.plugins.multi_point, registry::has_filter);
     apply(&mut scores, &p.plugins.multi_point, registry::has_score);
     apply(&mut filters, &p.plugins.filter, registry::has_filter);
     // PreFilter and Filter are one role here: a plugin enabled at preFilter alone (as
     // scheduler-plugins' configurations enable CapacityScheduling) runs.
-    let pre_filter = PluginSet { enabled: point("preFilter").enabled.clone(), ..Default::default() };
+    let pre_filter = PluginSet { enabled: p.plugins.pre_filter.enabled.clone(), ..Default::default() };
     apply(&mut filters, &pre_filter, registry::has_filter);
     apply(&mut scores, &p.plugins.score, registry::has_score);
     for (n, w) in &scores {
@@ -400,7 +496,7 @@ fn build_profile(
     if let Some(v) = &fit_args {
         args.insert(fit, v);
     }
-    let placement_scores = placement_scores(&name, point("placementScore"), args.get(fit).copied())?;
+    let placement_scores = placement_scores(&name, &p.plugins.placement_score, args.get(fit).copied())?;
     let mut cache: HashMap<String, crate::plugins::roles::Built> = HashMap::new();
     let mut get = |n: &str| -> Result<crate::plugins::roles::Built, ConfigError> {
         if let Some(b) = cache.get(n) {

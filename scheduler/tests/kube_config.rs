@@ -154,3 +154,58 @@ fn the_default_profile_orders_and_weighs_plugins_as_kube_schedulers_own() {
         theirs.into_iter().filter(|(name, _)| !ran_by_the_scheduler.contains(&name.as_str())).collect();
     assert_eq!(ours, expected);
 }
+
+/// A file with misspelt fields: kube-scheduler v1.36.2 refuses it, and so does every mode
+/// here, naming the same fields in the same order.
+#[test]
+fn misspelt_fields_are_refused_as_kube_scheduler_refuses_them() {
+    let Some(assets) = testing::assets_or_skip("misspelt_fields_are_refused_as_kube_scheduler_refuses_them") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+percentageOfNodesToScor: 50
+profile: [{schedulerName: other}]
+profiles:
+  - schedulerName: custom-scheduler
+    pluginConfg: []
+    plugins:
+      score: {enabeld: [{name: ImageLocality}]}
+clientConnection: {qpss: 5}
+leaderElection: {leaderElect: false, resourceNamespac: x}
+",
+    )
+    .unwrap();
+    let out = Command::new(assets.kube_scheduler())
+        .args(["--master=https://127.0.0.1:1", "--secure-port=0", "--config"])
+        .arg(&config)
+        .arg(format!("--write-config-to={}", dir.path().join("written.yaml").display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // Its log quotes the error inside a structured field.
+    let theirs = String::from_utf8_lossy(&out.stderr).replace("\\\"", "\"");
+    let start = theirs.find("strict decoding error:").unwrap_or_else(|| panic!("{theirs}"));
+    let end = start + theirs[start..].rfind("\"\"").map_or(theirs[start..].trim_end().len() - 1, |i| i + 1);
+    let list = &theirs[start..end];
+    assert!(list.contains("unknown field \"profiles[0].plugins.score.enabeld\""), "{list}");
+
+    let config = config.to_str().unwrap();
+    let cluster = "tests/data/cluster-dump.yaml";
+    let port = format!("127.0.0.1:{}", testing::free_port().unwrap());
+    for args in [
+        &["simulate", "--config", config][..],
+        &["explain", "--cluster", cluster, "--pod", "default/any", "--config", config],
+        &["extender", "--listen", &port, "--config", config],
+        &["run", "--kubeconfig", "/nonexistent", "--config", config],
+    ] {
+        let out = Command::new(realapi::BIN).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(list), "{args:?}: ours {stderr}\ntheirs {list}");
+    }
+}
