@@ -256,6 +256,49 @@ async fn other_schedulers_pods_are_left_alone_and_a_pod_deleted_while_pending_is
     assert_eq!(scheduled as usize, 41, "ours bound its 40 pods and the sentinel");
 }
 
+/// A second profile reports its events under its own scheduler name, in ours as in
+/// kube-scheduler running two profiles of its own beside it: `Scheduled` for a pod it
+/// binds and `FailedScheduling` for one no node fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_profile_reports_its_events_under_its_own_scheduler_name() {
+    let Some(p) = plane("each_profile_reports_its_events_under_its_own_scheduler_name").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "profiles";
+    api::create_namespace(client, ns).await.unwrap();
+    let nodes: Vec<Node> =
+        (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("8", "32Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 4).await.unwrap();
+    let two = |first: &str, second: &str| serde_json::json!({"profiles": [{"schedulerName": first}, {"schedulerName": second}]});
+    let _kube =
+        testing::start_kube_scheduler(&p.plane, "kube-scheduler", two("default-scheduler", "kube-packer")).unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", Some(two("custom-scheduler", "packer")), &[]);
+    let mut pods = Vec::new();
+    for profile in ["custom-scheduler", "packer", "default-scheduler", "kube-packer"] {
+        pods.push(pod(ns, &format!("{profile}-fits")).scheduler(profile).build());
+        pods.push(pod(ns, &format!("{profile}-waits")).scheduler(profile).node_selector("pool", "none").build());
+    }
+    api::create_pods(client, &pods, 8).await.unwrap();
+    let by = |events: &[k8s_openapi::api::events::v1::Event], name: &str, reason: &str| -> Vec<String> {
+        events_about(events, name, reason).iter().filter_map(|e| e.reporting_controller.clone()).collect()
+    };
+    let events = api::wait_for("every profile's two events", Duration::from_secs(60), || async {
+        let events = api::events(client, ns).await.ok()?;
+        let all = ["custom-scheduler", "packer", "default-scheduler", "kube-packer"].iter().all(|profile| {
+            !by(&events, &format!("{profile}-fits"), "Scheduled").is_empty()
+                && !by(&events, &format!("{profile}-waits"), "FailedScheduling").is_empty()
+        });
+        all.then_some(events)
+    })
+    .await;
+    for profile in ["custom-scheduler", "packer", "default-scheduler", "kube-packer"] {
+        assert_eq!(by(&events, &format!("{profile}-fits"), "Scheduled"), [profile], "{profile}");
+        let failed = by(&events, &format!("{profile}-waits"), "FailedScheduling");
+        assert!(failed.iter().all(|c| c == profile), "{profile}: {failed:?}");
+    }
+}
+
 /// Every way a pod can fail to fit, on four nodes: a small one holding a pod with a host
 /// port and anti-affinity, a tainted one, a cordoned one, and one out of pod slots.
 fn unfit_cluster(ns: &str) -> (Vec<Node>, Vec<Pod>, Vec<Pod>) {

@@ -125,7 +125,7 @@ impl Host for ApiHost {
 
     fn waiting(&self, pod: &PodInfo, reason: &str, note: String) {
         if let Some(r) = &self.reporter {
-            r.publish(pod, "Normal", reason, "Scheduling", note, None);
+            r.publish(pod, pod, "Normal", reason, "Scheduling", note, None);
         }
     }
 }

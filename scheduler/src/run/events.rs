@@ -50,11 +50,16 @@ pub fn reference(pod: &PodInfo) -> ObjectReference {
 }
 
 impl Reporter {
-    /// A reporter writing as `controller`/`instance`, its events through a pipeline with
+    /// A reporter writing as `controller` (for pods without a scheduler name)/`instance`, its events through a pipeline with
     /// `options`, counted in the shared metrics.
     pub fn new(client: Client, shared: Arc<Shared>, controller: &str, instance: &str, options: Options) -> Self {
         let recorder = Recorder::start(KubeSink::new(client.clone()), options, shared.metrics.events.clone());
         Reporter { client, recorder, shared, controller: controller.into(), instance: instance.into() }
+    }
+
+    /// The name events of `by`'s profile are reported by: its scheduler name.
+    fn controller_of<'a>(&'a self, by: &'a PodInfo) -> &'a str {
+        if by.scheduler_name.is_empty() { &self.controller } else { &by.scheduler_name }
     }
 
     /// Writes the events still queued, waiting at most `limit`.
@@ -65,12 +70,16 @@ impl Reporter {
     /// `Scheduled`: "Successfully assigned ns/name to node".
     pub fn scheduled(&self, pod: &PodInfo, node: &str) {
         let note = format!("Successfully assigned {} to {node}", pod.key());
-        self.publish(pod, "Normal", "Scheduled", "Binding", note, None);
+        self.publish(pod, pod, "Normal", "Scheduled", "Binding", note, None);
     }
 
-    /// An event about `pod` (`type_` `Normal` or `Warning`), queued without waiting.
+    /// An event about `pod` (`type_` `Normal` or `Warning`) from the profile of the pod
+    /// being scheduled, `by` (the pod itself, or the preemptor of a victim), queued without
+    /// waiting. As kube-scheduler's, the event is reported by that profile's scheduler name.
+    #[allow(clippy::too_many_arguments)]
     pub fn publish(
         &self,
+        by: &PodInfo,
         pod: &PodInfo,
         type_: &str,
         reason: &str,
@@ -93,7 +102,7 @@ impl Reporter {
             note: Some(truncate_note(&note)),
             regarding: Some(reference(pod)),
             related,
-            reporting_controller: Some(self.controller.clone()),
+            reporting_controller: Some(self.controller_of(by).to_string()),
             reporting_instance: Some(self.instance.clone()),
             ..Default::default()
         };
@@ -132,7 +141,7 @@ impl Reporter {
         if !current() {
             return;
         }
-        self.publish(pod, "Warning", "FailedScheduling", "Scheduling", message.to_string(), None);
+        self.publish(pod, pod, "Warning", "FailedScheduling", "Scheduling", message.to_string(), None);
         // The condition and nomination are written only when they change, as
         // kube-scheduler's updatePod: a pod that keeps failing the same way keeps its
         // resource version, and its events become one series.

@@ -38,7 +38,15 @@ pub async fn evict(
         match evict_one(&client, &shared, &preemptor, victim).await {
             Ok(true) => {
                 let note = format!("Preempted by pod {} on node {}", preemptor.uid, p.node);
-                reporter.publish(victim, "Normal", "Preempted", "Preempting", note, Some(reference(&preemptor)));
+                reporter.publish(
+                    &preemptor,
+                    victim,
+                    "Normal",
+                    "Preempted",
+                    "Preempting",
+                    note,
+                    Some(reference(&preemptor)),
+                );
             }
             Ok(false) => {}
             Err(e) => {
