@@ -63,6 +63,9 @@ pub enum ExtenderError {
     /// TLS files unusable.
     #[error("failed to load TLS certificate or key: {0}")]
     Tls(String),
+    /// The configuration has kube-scheduler ask for what this extender cannot serve.
+    #[error("{0}")]
+    Unservable(String),
     /// Server failure.
     #[error("extender server failed: {0}")]
     Serve(String),
@@ -157,6 +160,25 @@ fn assume_if_fits(
     Ok(st.engine.cache.assume(pod, node).is_ok())
 }
 
+/// Why the extenders of a configuration (the one kube-scheduler calls this extender
+/// with) would ask for what only cluster access serves: `bindVerb` (binding) or
+/// `nodeCacheCapable: true` (node names looked up in a cache).
+fn needs_cluster(extenders: &[algorithms::extender_config::ExtenderConfig]) -> Option<String> {
+    extenders.iter().enumerate().find_map(|(i, e)| {
+        let asks = match (&e.bind_verb, e.node_cache_capable) {
+            (Some(verb), true) => format!("bindVerb {verb:?} and nodeCacheCapable: true"),
+            (Some(verb), false) => format!("bindVerb {verb:?}"),
+            (None, true) => "nodeCacheCapable: true".to_string(),
+            (None, false) => return None,
+        };
+        Some(format!(
+            "extenders[{i}] sets {asks}, which this extender serves only with cluster access: \
+             start it with --kubeconfig or --in-cluster, or leave that out of the configuration \
+             (kube-scheduler then binds, and sends whole nodes)"
+        ))
+    })
+}
+
 /// Serves the extender until `shutdown` completes.
 pub async fn serve(
     opts: ExtenderOptions,
@@ -171,6 +193,10 @@ pub async fn serve(
     profile.reserves.clear();
     profile.permits.clear();
     profile.pre_binds.clear();
+    let with_cluster = opts.kubeconfig.is_some() || opts.in_cluster;
+    if !with_cluster && let Some(why) = needs_cluster(&cfg.extenders) {
+        return Err(ExtenderError::Unservable(why));
+    }
     let mut managed = opts.managed_resources.clone();
     for e in &cfg.extenders {
         for m in &e.managed_resources {
@@ -179,7 +205,7 @@ pub async fn serve(
             }
         }
     }
-    let cluster: Option<Arc<dyn ClusterView>> = if opts.kubeconfig.is_some() || opts.in_cluster {
+    let cluster: Option<Arc<dyn ClusterView>> = if with_cluster {
         let client = make_client(opts.kubeconfig.as_deref()).await?;
         let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
         let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN));

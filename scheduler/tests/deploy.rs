@@ -223,7 +223,8 @@ fn kustomizations_render_the_expected_objects() {
                 let d: Deployment = typed(&doc, Path::new(dir));
                 assert_eq!(d.spec.as_ref().unwrap().replicas, Some(2));
                 let image = d.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap();
-                assert_eq!(image, "custom-scheduler:latest");
+                // The tag deploy/README.md builds and the chart's default image carry.
+                assert_eq!(image, format!("custom-scheduler:{}", chart_app_version()));
             }
             found.push(kind);
         }
@@ -232,4 +233,19 @@ fn kustomizations_render_the_expected_objects() {
         want.sort();
         assert_eq!(found, want, "{dir}");
     }
+}
+
+/// The Helm chart's `appVersion`: its default image tag.
+fn chart_app_version() -> String {
+    let chart: Value =
+        serde_yaml::from_str(&std::fs::read_to_string("../deploy/helm/custom-scheduler/Chart.yaml").unwrap()).unwrap();
+    chart["appVersion"].as_str().unwrap().to_string()
+}
+
+/// deploy/README.md builds the image under the tag the manifests and the chart use.
+#[test]
+fn the_documented_build_tags_the_image_the_manifests_and_the_chart_run() {
+    let readme = std::fs::read_to_string("../deploy/README.md").unwrap();
+    let build = readme.lines().find(|l| l.starts_with("docker build")).unwrap();
+    assert!(build.contains(&format!("-t custom-scheduler:{} ", chart_app_version())), "{build}");
 }

@@ -66,8 +66,13 @@ fn every_chart_value_is_used_by_a_template() {
 /// `helm template` of the chart with `--set` pairs, as JSON documents; `Err` holds helm's
 /// message when it refuses.
 fn render(helm: &Path, set: &[&str]) -> Result<Vec<Value>, String> {
+    render_as(helm, "rel", "sched", set)
+}
+
+/// [`render`] as release `release` in `namespace`.
+fn render_as(helm: &Path, release: &str, namespace: &str, set: &[&str]) -> Result<Vec<Value>, String> {
     let mut cmd = Command::new(helm);
-    cmd.args(["template", "rel", CHART, "--namespace", "sched"]);
+    cmd.args(["template", release, CHART, "--namespace", namespace]);
     for s in set {
         cmd.args(["--set", s]);
     }
@@ -197,4 +202,34 @@ fn the_chart_carries_the_same_crds_as_deploy() {
         let deploy = std::fs::read_to_string(Path::new("../deploy/crds").join(name)).unwrap();
         assert_eq!(chart, deploy, "deploy/crds and the chart's crds/ differ on {name}");
     }
+}
+
+/// In extender mode, a release named `custom-scheduler` in namespace `custom-scheduler`
+/// serves the address every kube-scheduler example of `deploy/extender/kube-scheduler/`
+/// calls, as deploy/extender's kustomization does.
+#[test]
+fn the_extender_examples_call_the_service_the_chart_creates() {
+    let Some(helm) =
+        testing::tools::find("helm", "HELM", &["version"], "the_extender_examples_call_the_service_the_chart_creates")
+    else {
+        return;
+    };
+    let docs = render_as(&helm, "custom-scheduler", "custom-scheduler", &["mode=extender"]).unwrap();
+    let service = docs.iter().find(|d| d["kind"] == "Service").unwrap();
+    let port = service["spec"]["ports"][0]["port"].as_u64().unwrap();
+    let address = format!(
+        "http://{}.{}.svc:{port}/",
+        service["metadata"]["name"].as_str().unwrap(),
+        service["metadata"]["namespace"].as_str().unwrap()
+    );
+    let dir = Path::new("../deploy/extender/kube-scheduler");
+    let mut examples = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let config: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let url = config["extenders"][0]["urlPrefix"].as_str().unwrap();
+        assert!(url.starts_with(&address), "{}: {url} is not the chart's {address}", path.display());
+        examples += 1;
+    }
+    assert_eq!(examples, 3);
 }

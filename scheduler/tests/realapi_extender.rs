@@ -223,3 +223,68 @@ async fn when_the_extender_dies_ignorable_decides_whether_kube_scheduler_goes_on
     assert!(node.starts_with("gpu-"), "strict on {node}");
     println!("strict pod while the extender was down: {message}");
 }
+
+/// An example of `deploy/extender/kube-scheduler/` as kube-scheduler's configuration, with
+/// its `urlPrefix` pointed at `ext` and its client and election left to the harness.
+fn example(file: &str, ext: &OurExtender) -> (Value, std::path::PathBuf) {
+    let path = std::path::Path::new("../deploy/extender/kube-scheduler").join(file);
+    let mut config: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["extenders"][0]["urlPrefix"] = json!(ext.url());
+    config.as_object_mut().unwrap().remove("clientConnection");
+    config["leaderElection"] = json!({"leaderElect": false});
+    (config, path)
+}
+
+/// The documented pairs, as written: the stateless extender with the stateless example,
+/// and the extender with cluster access with the two that have it bind. Each keeps GPU
+/// pods on GPU nodes within their GPUs; the stateless one refuses the examples that ask
+/// it to bind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_examples_work_with_the_documented_commands() {
+    let Some(p) = plane("the_documented_examples_work_with_the_documented_commands").await else {
+        return;
+    };
+    let client = &p.client;
+    setup(client).await;
+    for (i, (file, cluster)) in [
+        ("kube-scheduler-stateless.yaml", false),
+        ("kube-scheduler-nodecache-false.yaml", true),
+        ("kube-scheduler-nodecache-true.yaml", true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = format!("../deploy/extender/kube-scheduler/{file}");
+        let mut extra = vec!["--config", path.as_str()];
+        if cluster {
+            // deploy/extender's Deployment runs it with --in-cluster; here a kubeconfig.
+            extra.extend(["--managed-resource", GPU]);
+            let out = std::process::Command::new(realapi::BIN)
+                .args(["extender", "--listen", "127.0.0.1:0", "--config", &path])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{file} without cluster access: {stderr}");
+            assert!(stderr.contains("extenders[0] sets bindVerb \"bind\""), "{file}: {stderr}");
+        }
+        let ext = OurExtender::start(&p.plane, &format!("extender-{i}"), cluster, &extra).await;
+        let (config, _) = example(file, &ext);
+        let kube = testing::start_kube_scheduler(&p.plane, &format!("kube-scheduler-{i}"), config).unwrap();
+        // Two GPU pods a case: the three cases take six of the eight GPUs.
+        let pods: Vec<Pod> = (0..2).map(|j| gpu_pod(&format!("gpu-{i}-{j}"), "1")).collect();
+        api::create_pods(client, &pods, 2).await.unwrap();
+        let bound = api::wait_bound(client, NS, 2 * (i + 1), Duration::from_secs(60)).await;
+        for pod in
+            bound.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("gpu-{i}-"))))
+        {
+            assert!(node_of(pod).is_some_and(|n| n.starts_with("gpu-")), "{file}: {:?}", pod.metadata.name);
+        }
+        assert!(placement_errors(&api::nodes(client).await.unwrap(), &bound).is_empty(), "{file}");
+        assert!(ext.requests("filter").await >= 2.0, "{file}");
+        if cluster {
+            assert!(ext.requests("bind").await >= 2.0, "{file}: the extender binds");
+        }
+        drop(kube);
+        drop(ext);
+    }
+}

@@ -37,3 +37,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "custom-scheduler.port" -}}
 {{- if eq .Values.mode "extender" -}}{{ .Values.extender.port }}{{- else -}}{{ .Values.metricsPort }}{{- end -}}
 {{- end -}}
+
+{{/* The Service: the release's name, with `-extender` in extender mode, so that a release
+named custom-scheduler serves the address deploy/extender's kube-scheduler examples call. */}}
+{{- define "custom-scheduler.serviceName" -}}
+{{- if eq .Values.mode "extender" -}}
+{{- printf "%s-extender" (include "custom-scheduler.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- include "custom-scheduler.fullname" . -}}
+{{- end -}}
+{{- end -}}
