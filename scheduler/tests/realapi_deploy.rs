@@ -164,3 +164,112 @@ async fn the_helm_chart_objects_pass_a_server_side_dry_run() {
         dry_run(client, what, docs).await;
     }
 }
+
+/// `to` as a path relative to the directory `from` (both absolute).
+fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
+    let up = from.components().count() - 1;
+    let down = to.strip_prefix("/").unwrap().display().to_string();
+    format!("{}{down}", "../".repeat(up))
+}
+
+/// `custom-scheduler run` as a replica of deploy/scheduler would run it: its ConfigMap's
+/// configuration, its service account's token, `POD_NAMESPACE` from the downward API.
+fn replica(
+    p: &realapi::Plane,
+    name: &str,
+    config: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+) -> (testing::Process, std::net::SocketAddr) {
+    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
+    let mut cmd = std::process::Command::new(realapi::BIN);
+    cmd.args(["run", "--leader-elect", "true", "--identity", name, "--listen", &listen.to_string()])
+        .arg("--config")
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("POD_NAMESPACE", ns)
+        .env_remove("RUST_LOG");
+    let process = testing::Process::spawn(name, cmd, &p.plane.dir().join(format!("{name}.log"))).unwrap();
+    (process, listen)
+}
+
+/// deploy/scheduler moved to another namespace by a kustomization over it, applied
+/// server-side: a replica running as its service account takes the lease in that
+/// namespace and schedules. A replica that cannot take part in leader election (its
+/// lease namespace is one its Role does not reach) is not ready, says why on `/readyz`,
+/// and logs the failure once, not at every retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_to_another_namespace_the_scheduler_takes_its_lease_there_and_schedules() {
+    let test = "moved_to_another_namespace_the_scheduler_takes_its_lease_there_and_schedules";
+    let Some(p) = plane(test).await else {
+        return;
+    };
+    let Some(kubectl) = testing::tools::find("kubectl", "KUBECTL", &["version", "--client"], test) else {
+        return;
+    };
+    let client = &p.client;
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize("../deploy/scheduler").unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        // kustomize takes a base by a relative path only.
+        format!("namespace: batch-scheduling\nresources:\n  - {}\n", relative(dir.path(), &base)),
+    )
+    .unwrap();
+    let kube = |args: &[&str]| {
+        let out = std::process::Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(p.plane.kubeconfig())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let rendered = kube(&["kustomize", dir.path().to_str().unwrap()]);
+    let manifest = dir.path().join("rendered.yaml");
+    std::fs::write(&manifest, &rendered).unwrap();
+    kube(&["apply", "--server-side", "-f", manifest.to_str().unwrap()]);
+
+    // The configuration the Deployment mounts, and a kubeconfig with its service
+    // account's token.
+    let configmap = serde_yaml::Deserializer::from_str(&rendered)
+        .map(|d| Value::deserialize(d).unwrap())
+        .find(|d| d["kind"] == "ConfigMap")
+        .unwrap();
+    assert_eq!(configmap["metadata"]["namespace"], "batch-scheduling");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, configmap["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    let token = kube(&["-n", "batch-scheduling", "create", "token", "custom-scheduler"]);
+    let admin = std::fs::read_to_string(p.plane.kubeconfig()).unwrap();
+    let kubeconfig = dir.path().join("service-account.kubeconfig");
+    std::fs::write(&kubeconfig, admin.replace(p.plane.token(), token.trim())).unwrap();
+
+    let node = algorithms::builders::NodeBuilder::new("n1").capacity("4", "16Gi", "110").build();
+    testing::api::create_node(client, &node).await.unwrap();
+    testing::api::create_namespace(client, "work").await.unwrap();
+    let pod = algorithms::builders::PodBuilder::new("p").namespace("work").scheduler("custom-scheduler").build();
+    testing::api::create_pod(client, &pod).await.unwrap();
+
+    let (_leader, at) = replica(&p, "replica-a", &config, &kubeconfig, "batch-scheduling");
+    testing::api::wait_bound(client, "work", 1, std::time::Duration::from_secs(60)).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), "batch-scheduling");
+    let lease = leases.get("custom-scheduler").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("replica-a"));
+    assert_eq!(realapi::http_status(at, "/readyz").await.map(|r| r.0), Some(200));
+
+    // Its Role does not reach the original namespace's leases.
+    let (stray, at) = replica(&p, "replica-b", &config, &kubeconfig, "custom-scheduler");
+    let (code, body) =
+        testing::api::wait_for("replica-b to answer /readyz", std::time::Duration::from_secs(30), || async {
+            realapi::http_status(at, "/readyz").await.filter(|(_, body)| body.contains("leader election"))
+        })
+        .await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("forbidden"), "{body}");
+    // Three retry periods later, still one line about it.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let log = std::fs::read_to_string(stray.log()).unwrap();
+    assert_eq!(log.matches("leader election fails").count(), 1, "{log}");
+}

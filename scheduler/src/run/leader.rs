@@ -102,15 +102,38 @@ async fn try_acquire(api: &Api<Lease>, cfg: &LeaderConfig, observed: &mut Observ
     }
 }
 
-/// Runs leader election until `stop` fires; publishes leadership on the returned channel.
-pub fn spawn(api: Api<Lease>, cfg: LeaderConfig, mut stop: watch::Receiver<bool>) -> watch::Receiver<bool> {
+/// Runs leader election until `stop` fires; publishes leadership on the returned channel,
+/// and on `failing` why the last attempt failed (`None` once one succeeds). A failure is
+/// logged when it starts or changes, not at every retry.
+pub fn spawn(
+    api: Api<Lease>,
+    cfg: LeaderConfig,
+    failing: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         let mut observed = Observed { record: None, at: Instant::now() };
         let mut last_renew: Option<Instant> = None;
         loop {
             let leading = *tx.borrow();
-            match try_acquire(&api, &cfg, &mut observed).await {
+            let attempt = try_acquire(&api, &cfg, &mut observed).await;
+            match &attempt {
+                Ok(_) if failing.borrow().is_some() => {
+                    info!(lease = %format!("{}/{}", cfg.namespace, cfg.name), "leader election works again");
+                    failing.send_replace(None);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let why = e.to_string();
+                    if failing.borrow().as_deref() != Some(why.as_str()) {
+                        warn!(lease = %format!("{}/{}", cfg.namespace, cfg.name), error = %why,
+                            "leader election fails; this replica is not ready until it works (retrying quietly)");
+                        failing.send_replace(Some(why));
+                    }
+                }
+            }
+            match attempt {
                 Ok(true) => {
                     last_renew = Some(Instant::now());
                     if !leading {
@@ -124,8 +147,7 @@ pub fn spawn(api: Api<Lease>, cfg: LeaderConfig, mut stop: watch::Receiver<bool>
                         let _ = tx.send(false);
                     }
                 }
-                Err(e) => {
-                    warn!(error = %e, "leader election request failed");
+                Err(_) => {
                     if leading && last_renew.is_none_or(|t| t.elapsed() >= cfg.renew_deadline) {
                         warn!(identity = %cfg.identity, "could not renew the lease in time; stepping down");
                         let _ = tx.send(false);
@@ -169,11 +191,7 @@ pub(super) fn follow(
         shared.metrics.leader.set(1);
         return;
     };
-    let ns = le
-        .resource_namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .unwrap_or_else(|| "kube-system".into());
+    let ns = lease_namespace(le.resource_namespace.as_deref(), std::env::var("POD_NAMESPACE").ok());
     let duration = |d: &Option<String>, default: u64| {
         d.as_deref().and_then(super::parse_duration).unwrap_or(Duration::from_secs(default))
     };
@@ -185,7 +203,8 @@ pub(super) fn follow(
         renew_deadline: duration(&le.renew_deadline, 10),
         retry_period: duration(&le.retry_period, 2),
     };
-    let mut leading = spawn(Api::namespaced(client.clone(), &ns), cfg, stop);
+    let failing = shared.election_failure.clone();
+    let mut leading = spawn(Api::namespaced(client.clone(), &ns), cfg, failing, stop);
     let sh = shared.clone();
     tokio::spawn(async move {
         while leading.changed().await.is_ok() {
@@ -195,4 +214,30 @@ pub(super) fn follow(
             sh.wake();
         }
     });
+}
+
+/// Where the lease lives: `resourceNamespace` when the configuration names one, else the
+/// replica's own namespace (`POD_NAMESPACE`, or the service account's namespace inside a
+/// pod), so that manifests moved to another namespace take their lease with them; else
+/// kube-scheduler's default, `kube-system`.
+fn lease_namespace(configured: Option<&str>, pod_namespace: Option<String>) -> String {
+    const IN_POD: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    configured
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .or(pod_namespace.filter(|n| !n.is_empty()))
+        .or_else(|| std::fs::read_to_string(IN_POD).ok().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "kube-system".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lease_namespace;
+
+    #[test]
+    fn the_lease_follows_the_configuration_then_the_pods_namespace() {
+        assert_eq!(lease_namespace(Some("a"), Some("b".into())), "a");
+        assert_eq!(lease_namespace(None, Some("b".into())), "b");
+        assert_eq!(lease_namespace(Some(""), Some("b".into())), "b");
+    }
 }

@@ -13,6 +13,10 @@ use algorithms::plugins::registry::OWNERS;
 use super::shared::Shared;
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if let Some(why) = shared.election_failure() {
+        let body = format!("this replica cannot take part in leader election: {why}\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    }
     if shared.ready() {
         "ok\n".into_response()
     } else {

@@ -32,6 +32,9 @@ pub struct Shared {
     /// Client-side rate limit of writes (clientConnection.qps / burst).
     pub limiter: DefaultDirectRateLimiter,
     pub(super) leader: AtomicBool,
+    /// Why this replica's last leader election attempt failed (`None` while it works or
+    /// without leader election): the replica is not ready meanwhile.
+    pub(super) election_failure: tokio::sync::watch::Sender<Option<String>>,
     pub(super) stopping: AtomicBool,
     /// Assumed pods whose binding was not sent because the scheduler was stopping.
     pub(super) released: AtomicUsize,
@@ -56,6 +59,7 @@ impl Shared {
             metrics: metrics::Metrics::default(),
             limiter: RateLimiter::direct(quota),
             leader: AtomicBool::new(false),
+            election_failure: tokio::sync::watch::Sender::new(None),
             stopping: AtomicBool::new(false),
             released: AtomicUsize::new(0),
             stats: Stats::default(),
@@ -89,6 +93,11 @@ impl Shared {
     /// Whether this replica leads (always, without leader election).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::SeqCst)
+    }
+
+    /// Why leader election fails, while it does.
+    pub fn election_failure(&self) -> Option<String> {
+        self.election_failure.borrow().clone()
     }
 
     /// Whether every cache has synced.

@@ -104,8 +104,13 @@ pub fn metric_value(body: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-/// A plain HTTP/1.0 GET on loopback.
+/// A plain HTTP/1.0 GET on loopback: the body when the status is 200.
 pub async fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    http_status(addr, path).await.filter(|(code, _)| *code == 200).map(|(_, body)| body)
+}
+
+/// A plain HTTP/1.0 GET on loopback: the status code and the body.
+pub async fn http_status(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut stream =
         tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr)).await.ok()?.ok()?;
     stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
@@ -113,9 +118,8 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf)).await.ok()?.ok()?;
     let text = String::from_utf8_lossy(&buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200")
-        .then(|| body.to_string())
-        .or_else(|| head.starts_with("HTTP/1.0 200").then(|| body.to_string()))
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
 }
 
 /// The pod's `PodScheduled` condition: (status, reason, message).
