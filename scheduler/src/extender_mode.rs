@@ -100,7 +100,10 @@ impl ClusterView for KubeCluster {
         let (client, shared, view) = (self.client.clone(), self.shared.clone(), self.view.clone());
         Box::pin(async move {
             let api: Api<Pod> = Api::namespaced(client.clone(), &args.pod_namespace);
-            let pod = api.get(&args.pod_name).await.map_err(|e| format!("failed to read pod: {e}"))?;
+            let pod = api
+                .get(&args.pod_name)
+                .await
+                .map_err(|e| format!("failed to read pod: {}", crate::watch::cause::Told(&e)))?;
             let info = PodInfo::from_pod(&pod).map_err(|e| e.to_string())?;
             if !args.pod_uid.is_empty() && info.uid != args.pod_uid {
                 return Err(format!("pod {} has UID {}, not {}", info.key(), info.uid, args.pod_uid));

@@ -183,7 +183,11 @@ enum Command {
 /// kube-scheduler does at its default verbosity; `simulate` and `explain` only warn.
 /// Colours only on a terminal.
 fn init_logging(format: LogFormat, server: bool) {
-    let default = if server { "info" } else { "warn" };
+    // kube's client logs every request that fails to connect at error level; the watches
+    // and writers say it once, with the server and the cause.
+    // It also warns at every TLS connection to a server it does not verify; `make_client`
+    // says that once.
+    let default = if server { "info,kube_client::client::builder=off,kube_client::client::tls=error" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour only for a terminal: a log file or a collector gets plain text.

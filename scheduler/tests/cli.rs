@@ -379,3 +379,47 @@ fn logs_to_a_file_or_pipe_carry_no_colour_codes() {
     assert!(stderr.contains("the pod names another scheduler"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+/// `run` against an API server that refuses connections: one line per watched kind when
+/// it starts failing, each naming the server and the cause, nothing from the client's
+/// own logging, and no conclusion that a kind is not served.
+#[test]
+fn an_unreachable_api_server_is_reported_once_per_kind_with_its_address_and_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = format!("https://127.0.0.1:{port}");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
+        ),
+    )
+    .unwrap();
+    let mut child = bin()
+        .args(["run", "--listen", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert!(warnings.len() >= 8, "{log}");
+    assert!(log.lines().count() < 40, "{} lines:\n{log}", log.lines().count());
+    for w in &warnings {
+        assert!(w.contains(&server) && w.contains("Connection refused"), "{w}");
+    }
+    let mut kinds: Vec<&str> = warnings.iter().filter_map(|w| w.split("kind=\"").nth(1)?.split('"').next()).collect();
+    let all = kinds.len();
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(kinds.len(), all, "a kind reported twice: {log}");
+    for absent in ["kube_client", "not served", "Status {", "ERROR"] {
+        assert!(!log.contains(absent), "{absent}: {log}");
+    }
+}

@@ -299,6 +299,38 @@ async fn each_profile_reports_its_events_under_its_own_scheduler_name() {
     }
 }
 
+/// A kubeconfig with `insecure-skip-tls-verify`: one warning at start, not one per
+/// connection, and pods are bound as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_server_certificate_is_warned_about_once() {
+    let Some(p) = plane("an_unverified_server_certificate_is_warned_about_once").await else {
+        return;
+    };
+    let client = &p.client;
+    let ns = "insecure";
+    api::create_namespace(client, ns).await.unwrap();
+    let nodes: Vec<Node> =
+        (0..4).map(|i| NodeBuilder::new(&format!("n{i}")).capacity("8", "32Gi", "110").build()).collect();
+    api::create_nodes(client, &nodes, 4).await.unwrap();
+    let mut kubeconfig: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.plane.kubeconfig()).unwrap()).unwrap();
+    let cluster = kubeconfig["clusters"][0]["cluster"].as_object_mut().unwrap();
+    cluster.remove("certificate-authority");
+    cluster.insert("insecure-skip-tls-verify".into(), serde_json::json!(true));
+    let path = p.plane.dir().join("insecure.kubeconfig");
+    std::fs::write(&path, kubeconfig.to_string()).unwrap();
+    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
+    let mut cmd = std::process::Command::new(realapi::BIN);
+    cmd.args(["run", "--listen", &listen.to_string(), "--kubeconfig"]).arg(&path).env_remove("RUST_LOG");
+    let ours = testing::Process::spawn("insecure", cmd, &p.plane.dir().join("insecure.log")).unwrap();
+    let pods: Vec<Pod> = (0..20).map(|i| pod(ns, &format!("p-{i:02}")).build()).collect();
+    api::create_pods(client, &pods, 8).await.unwrap();
+    api::wait_bound(client, ns, 20, Duration::from_secs(60)).await;
+    let log = std::fs::read_to_string(ours.log()).unwrap();
+    assert_eq!(log.matches("insecure-skip-tls-verify").count(), 1, "{log}");
+    assert!(!log.contains("Server cert bypassed"), "{log}");
+}
+
 /// Every way a pod can fail to fit, on four nodes: a small one holding a pod with a host
 /// port and anti-affinity, a tainted one, a cordoned one, and one out of pod slots.
 fn unfit_cluster(ns: &str) -> (Vec<Node>, Vec<Pod>, Vec<Pod>) {

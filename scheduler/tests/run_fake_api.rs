@@ -178,6 +178,25 @@ async fn an_unschedulable_pod_is_reported_then_bound_when_a_node_fits() {
     sched.stop().await;
 }
 
+/// A list that keeps failing is retried with a growing backoff: over eight seconds a
+/// handful of attempts (200 ms doubling, with jitter, up to 5 s), not one every few
+/// hundred milliseconds. Then it recovers and the node is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_list_is_retried_with_a_growing_backoff() {
+    let api = FakeApi::start().await;
+    api.apply(Kind::Namespace, namespace("default"));
+    api.apply(Kind::Node, node("n1", "8", "a"));
+    api.fail_next(Some(axum::http::Method::GET), "/api/v1/nodes", 500, 1000);
+    let (sched, _) = start(&api, None, "patient");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let attempts = 1000 - api.faults_remaining();
+    assert!((2..=10).contains(&attempts), "{attempts} attempts to list nodes in 8 s");
+    api.clear_faults();
+    api.apply(Kind::Pod, pod("p", "100m"));
+    wait_for("the pod bound once nodes list", Duration::from_secs(30), || api.bindings().len() == 1).await;
+    sched.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_pod_is_lost_when_the_api_server_restarts_or_fails() {
     let api = FakeApi::start().await;

@@ -93,20 +93,18 @@ async fn apply(client: &Client, write: &VolumeWrite) -> Result<u64, String> {
                 "spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                     "namespace": claim.namespace, "name": claim.name, "uid": claim.uid}},
             });
-            let pv = api
-                .patch(&volume.name, &params, &Patch::Merge(&patch))
-                .await
-                .map_err(|e| format!("binding volume {} to claim {}: {e}", volume.name, claim.key()))?;
+            let pv = api.patch(&volume.name, &params, &Patch::Merge(&patch)).await.map_err(|e| {
+                format!("binding volume {} to claim {}: {}", volume.name, claim.key(), crate::watch::cause::Told(&e))
+            })?;
             Ok(version(pv.metadata.resource_version.as_deref().unwrap_or_default()))
         }
         VolumeWrite::SelectNode { claim, node } => {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &claim.namespace);
             let patch = json!({"metadata": {"resourceVersion": claim.resource_version,
                 "annotations": {SELECTED_NODE: node}}});
-            let pvc = api
-                .patch(&claim.name, &params, &Patch::Merge(&patch))
-                .await
-                .map_err(|e| format!("selecting node {node} for claim {}: {e}", claim.key()))?;
+            let pvc = api.patch(&claim.name, &params, &Patch::Merge(&patch)).await.map_err(|e| {
+                format!("selecting node {node} for claim {}: {}", claim.key(), crate::watch::cause::Told(&e))
+            })?;
             Ok(version(pvc.metadata.resource_version.as_deref().unwrap_or_default()))
         }
     }

@@ -151,7 +151,7 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
         Ok(_) => BindOutcome::Bound,
         Err(kube::Error::Api(e)) if e.code == 409 => BindOutcome::Conflict,
         Err(kube::Error::Api(e)) if e.code == 404 => BindOutcome::Gone,
-        Err(e) => BindOutcome::Failed(e.to_string()),
+        Err(e) => BindOutcome::Failed(crate::watch::cause::api(&e)),
     }
 }
 
@@ -195,7 +195,7 @@ async fn nominate(host: &ApiHost, req: &BindRequest) {
     let api: Api<Pod> = Api::namespaced(host.client.clone(), &req.pod.namespace);
     let patch = json!({"status": {"nominatedNodeName": req.node}});
     if let Err(e) = api.patch_status(&req.pod.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        warn!(pod = %req.pod.key(), node = %req.node, error = %e, "failed to set the nominated node before binding");
+        warn!(pod = %req.pod.key(), node = %req.node, error = %crate::watch::cause::Told(&e), "failed to set the nominated node before binding");
     }
 }
 

@@ -125,7 +125,7 @@ pub fn spawn(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    let why = e.to_string();
+                    let why = crate::watch::cause::api(e);
                     if failing.borrow().as_deref() != Some(why.as_str()) {
                         warn!(lease = %format!("{}/{}", cfg.namespace, cfg.name), error = %why,
                             "leader election fails; this replica is not ready until it works (retrying quietly)");

@@ -109,6 +109,10 @@ pub async fn make_client(path: Option<&std::path::Path>) -> Result<Client, RunEr
         }
         None => kube::Config::infer().await.map_err(|e| RunError::Client(e.to_string()))?,
     };
+    crate::watch::cause::set_server(&config.cluster_url.to_string());
+    if config.accept_invalid_certs {
+        tracing::warn!(server = %config.cluster_url, "insecure-skip-tls-verify: the API server's certificate is not verified");
+    }
     Client::try_from(config).map_err(|e| RunError::Client(e.to_string()))
 }
 

@@ -10,7 +10,7 @@ use algorithms::events::{ClusterEvent, ObjectAction, ObjectEvent};
 use algorithms::plugins::registry::OWNERS;
 use futures::{StreamExt, stream};
 use kube::Client;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::shared::Shared;
 use super::state::Feed;
@@ -48,11 +48,10 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                     }
                 }
             }
-            Op::Failed(kind, e) => {
+            Op::Failed(kind, _) => {
                 relists.entry(kind.name).or_default();
-                if failing.insert(kind.name) {
-                    warn!(kind = kind.name, error = %e, "object watch failed; retrying (pods that need it wait for it)");
-                }
+                // The watch logs the failure; pods that need the kind wait for it.
+                failing.insert(kind.name);
             }
         }
         for e in events {
@@ -61,9 +60,16 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         let listed = relists.len() == kinds && relists.iter().all(|(k, r)| r.listed() || failing.contains(k));
         if listed && !guard.has_listed(Feed::Objects) {
             let objects = guard.engine.cache.objects();
+            let mut unlisted: Vec<&str> = failing.iter().copied().collect();
+            unlisted.sort_unstable();
             for owner in OWNERS {
                 let counts: Vec<String> = owner.counts(objects).iter().map(|(k, n)| format!("{k}={n}")).collect();
-                info!(owner = owner.name(), counts = %counts.join(" "), "cluster objects listed");
+                if unlisted.is_empty() {
+                    info!(owner = owner.name(), counts = %counts.join(" "), "cluster objects listed");
+                } else {
+                    info!(owner = owner.name(), counts = %counts.join(" "), failing = %unlisted.join(","),
+                        "cluster objects listed, but for the failing kinds (pods that need them wait)");
+                }
             }
             guard.listed(Feed::Objects);
         }

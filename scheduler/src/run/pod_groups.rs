@@ -47,13 +47,14 @@ fn gvk_of(api: GroupApi) -> GroupVersionKind {
 }
 
 /// Waits for the PodGroup kind of `api` to be served; scheduling does not wait for it
-/// meanwhile.
+/// meanwhile. Only the server's answer (not found, forbidden) says the kind is not there:
+/// while the server cannot be reached, the question stays open (the watches say why).
 async fn resource(client: &Client, shared: &Shared, api: GroupApi) -> ApiResource {
     let mut said = false;
     loop {
         match pinned_kind(client, &gvk_of(api)).await {
             Ok((ar, _)) => return ar,
-            Err(e) => {
+            Err(e @ (kube::Error::Api(_) | kube::Error::Discovery(_))) => {
                 if !said {
                     let kind = gvk_of(api);
                     info!(error = %e, group = %kind.group, version = %kind.version, "PodGroup kind not served: gangs of this API wait until it is");
@@ -63,9 +64,12 @@ async fn resource(client: &Client, shared: &Shared, api: GroupApi) -> ApiResourc
                     shared.wake();
                     said = true;
                 }
-                tokio::time::sleep(CRD_POLL).await;
+            }
+            Err(e) => {
+                tracing::debug!(error = %crate::watch::cause::chain(&e), "cannot ask whether PodGroups are served")
             }
         }
+        tokio::time::sleep(CRD_POLL).await;
     }
 }
 
@@ -178,7 +182,7 @@ async fn write_status(client: Client, group: &str, min: u32) {
     let list = match pods.list(&kube::api::ListParams::default().labels(&selector)).await {
         Ok(l) => l,
         Err(e) => {
-            warn!(group = %group, error = %e, "failed to list the PodGroup's pods");
+            warn!(group = %group, error = %crate::watch::cause::Told(&e), "failed to list the PodGroup's pods");
             return;
         }
     };
@@ -188,7 +192,7 @@ async fn write_status(client: Client, group: &str, min: u32) {
     let status = status_of(min, scheduled as u32, &phases);
     let api = Api::<DynamicObject>::namespaced_with(client, ns, &ar);
     if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await {
-        warn!(group = %group, error = %e, "failed to write the PodGroup's status");
+        warn!(group = %group, error = %crate::watch::cause::Told(&e), "failed to write the PodGroup's status");
     }
 }
 
@@ -202,7 +206,7 @@ pub async fn write_condition(client: Client, group: String, verdict: Result<(), 
     let current = match api.get_status(name).await {
         Ok(o) => o,
         Err(e) => {
-            warn!(group = %group, error = %e, "failed to read the PodGroup");
+            warn!(group = %group, error = %crate::watch::cause::Told(&e), "failed to read the PodGroup");
             return;
         }
     };
@@ -228,7 +232,7 @@ pub async fn write_condition(client: Client, group: String, verdict: Result<(), 
     }
     let patch = serde_json::json!({"status": {"conditions": conditions}});
     if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        warn!(group = %group, error = %e, "failed to write the PodGroup's condition");
+        warn!(group = %group, error = %crate::watch::cause::Told(&e), "failed to write the PodGroup's condition");
     }
 }
 

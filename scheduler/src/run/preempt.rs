@@ -30,7 +30,7 @@ pub async fn evict(
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let patch = serde_json::json!({"status": {"nominatedNodeName": null}});
         if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch)).await {
-            warn!(pod = %key, error = %e, "failed to clear a lower-priority nomination");
+            warn!(pod = %key, error = %crate::watch::cause::Told(&e), "failed to clear a lower-priority nomination");
         }
     }
     let mut failed = 0;

@@ -244,6 +244,11 @@ impl FakeApi {
         });
     }
 
+    /// Drops the injected faults not yet triggered.
+    pub fn clear_faults(&self) {
+        self.store.lock().unwrap().faults.clear();
+    }
+
     /// Injected faults not yet triggered.
     pub fn faults_remaining(&self) -> usize {
         self.store.lock().unwrap().faults.iter().map(|f| f.remaining).sum()

@@ -24,10 +24,9 @@ pub(super) async fn create(client: &Client, w: &ClaimWrite) -> Result<u64, Strin
     object.status = None;
     object.metadata.resource_version = None;
     object.metadata.uid = None;
-    let created = api
-        .create(&PostParams::default(), &object)
-        .await
-        .map_err(|e| format!("create claim for extended resources {}: {e}", claim.key()))?;
+    let created = api.create(&PostParams::default(), &object).await.map_err(|e| {
+        format!("create claim for extended resources {}: {}", claim.key(), crate::watch::cause::Told(&e))
+    })?;
     let mut assumed = (*claim.api).clone();
     assumed.metadata.resource_version = created.metadata.resource_version.clone();
     assumed.metadata.uid = created.metadata.uid.clone();
@@ -53,7 +52,7 @@ pub(super) async fn delete(client: &Client, namespace: &str, name: &str) -> Resu
         let current = match api.get(name).await {
             Ok(c) => c,
             Err(e) if not_found(&e) => return Ok(0),
-            Err(e) => return Err(format!("get resourceclaim {namespace}/{name}: {e}")),
+            Err(e) => return Err(format!("get resourceclaim {namespace}/{name}: {}", crate::watch::cause::Told(&e))),
         };
         let finalizers = current.metadata.finalizers.clone().unwrap_or_default();
         if !finalizers.iter().any(|f| f == FINALIZER) {
@@ -65,13 +64,15 @@ pub(super) async fn delete(client: &Client, namespace: &str, name: &str) -> Resu
             Ok(_) => break,
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) if not_found(&e) => return Ok(0),
-            Err(e) => return Err(format!("update resourceclaim {namespace}/{name}: {e}")),
+            Err(e) => {
+                return Err(format!("update resourceclaim {namespace}/{name}: {}", crate::watch::cause::Told(&e)));
+            }
         }
     }
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(0),
         Err(e) if not_found(&e) => Ok(0),
-        Err(e) => Err(format!("delete resourceclaim {namespace}/{name}: {e}")),
+        Err(e) => Err(format!("delete resourceclaim {namespace}/{name}: {}", crate::watch::cause::Told(&e))),
     }
 }
 
@@ -95,9 +96,8 @@ pub(super) async fn record(
         .collect();
     let patch = json!({"status": {"extendedResourceClaimStatus": {
         "requestMappings": mappings, "resourceClaimName": claim}}});
-    let updated = api
-        .patch_status(pod, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| format!("update pod {namespace}/{pod} ExtendedResourceClaimStatus: {e}"))?;
+    let updated = api.patch_status(pod, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| {
+        format!("update pod {namespace}/{pod} ExtendedResourceClaimStatus: {}", crate::watch::cause::Told(&e))
+    })?;
     Ok(version(updated.metadata.resource_version.as_deref().unwrap_or_default()))
 }

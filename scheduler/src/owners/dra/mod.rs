@@ -72,7 +72,7 @@ async fn apply(client: &Client, write: &DraWrite) -> Result<u64, String> {
             let claim = api
                 .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
                 .await
-                .map_err(|e| format!("unreserve claim {namespace}/{name}: {e}"))?;
+                .map_err(|e| format!("unreserve claim {namespace}/{name}: {}", crate::watch::cause::Told(&e)))?;
             Ok(version(claim.metadata.resource_version.as_deref().unwrap_or_default()))
         }
     }
@@ -92,7 +92,7 @@ async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
         let updated = api
             .patch(&claim.name, &params, &Patch::Merge(&patch))
             .await
-            .map_err(|e| format!("add finalizer to claim {}: {e}", claim.key()))?;
+            .map_err(|e| format!("add finalizer to claim {}: {}", claim.key(), crate::watch::cause::Told(&e)))?;
         rv = updated.metadata.resource_version.unwrap_or_default();
     }
     let status = claim.api.status.clone().unwrap_or_default();
@@ -105,6 +105,6 @@ async fn write_claim(client: &Client, w: &ClaimWrite) -> Result<u64, String> {
     let updated = api
         .patch_status(&claim.name, &params, &Patch::Merge(&patch))
         .await
-        .map_err(|e| format!("{what} claim {}: {e}", claim.key()))?;
+        .map_err(|e| format!("{what} claim {}: {}", claim.key(), crate::watch::cause::Told(&e)))?;
     Ok(version(updated.metadata.resource_version.as_deref().unwrap_or_default()))
 }
