@@ -2,7 +2,7 @@
 # Side-by-side on a real kube-apiserver: the same backlog drained by custom-scheduler, by
 # kube-scheduler v1.36.2 (a profile named custom-scheduler) and by a null binder that binds
 # round-robin without scheduling (the ceiling the API server allows), all at client QPS
-# 5000. Writes the table into the README. Needs KUBE_ASSETS (etcd, kube-apiserver,
+# 5000. Writes the table into bench/RESULTS.md. Needs KUBE_ASSETS (etcd, kube-apiserver,
 # kube-scheduler). Usage: bench/realapi.sh [--sizes 500x1000,5000x5000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +15,12 @@ ${rows}"
 python3 - "$table" <<'PY'
 import re, sys
 table = sys.argv[1].rstrip() + "\n"
-text = open("README.md").read()
+text = open("bench/RESULTS.md").read()
 start, end = "<!-- realapi-table-start -->", "<!-- realapi-table-end -->"
 if start not in text:
     text += f"\n{start}\n{end}\n"
 pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
 text = pattern.sub(lambda _: f"{start}\n{table}{end}", text)
-open("README.md", "w").write(text)
+open("bench/RESULTS.md", "w").write(text)
 PY
-echo "README.md updated" >&2
+echo "bench/RESULTS.md updated" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every scheduler_perf-style workload through `custom-scheduler simulate` (release
-# build) and writes the results table into the README's Performance section.
+# build) and writes the results table into bench/RESULTS.md.
 # Usage: bench/run-workloads.sh [extra simulate flags, e.g. --no-equivalence-cache]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +68,7 @@ echo "running MultiTenantGPU with and without quotas" >&2
 multitenant_table=$(python3 bench/multitenant_table.py /tmp/multitenant-on.json /tmp/multitenant-off.json)
 python3 - "$table" "$gang_table" "$topology_table" "$multitenant_table" <<'PY'
 import re, sys
-text = open("README.md").read()
+text = open("bench/RESULTS.md").read()
 for (start, end), table in zip(
     [
         ("<!-- perf-table-start -->", "<!-- perf-table-end -->"),
@@ -83,6 +83,6 @@ for (start, end), table in zip(
         text += f"\n{start}\n{end}\n"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: f"{start}\n{table}{end}", text)
-open("README.md", "w").write(text)
+open("bench/RESULTS.md", "w").write(text)
 PY
-echo "README.md updated" >&2
+echo "bench/RESULTS.md updated" >&2

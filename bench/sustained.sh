@@ -3,7 +3,7 @@
 # on half-full nodes, each deleted a short life after its bind, scheduled by
 # custom-scheduler and then by kube-scheduler v1.36.2 (each on a fresh control plane).
 # Prints binds/s, create → bind percentiles, CPU seconds per 1,000 pods bound and
-# resident memory over time, and writes the tables into the README. Needs KUBE_ASSETS.
+# resident memory over time, and writes the tables into bench/RESULTS.md. Needs KUBE_ASSETS.
 # Usage: bench/sustained.sh [--rate 500 --seconds 600 --nodes 1000]
 #        bench/sustained.sh --rate 50 --seconds 3600      # the hour-long run
 set -euo pipefail
@@ -17,12 +17,12 @@ ${rows}"
 python3 - "$table" <<'PY'
 import re, sys
 table = sys.argv[1].rstrip() + "\n"
-text = open("README.md").read()
+text = open("bench/RESULTS.md").read()
 start, end = "<!-- sustained-table-start -->", "<!-- sustained-table-end -->"
 if start not in text:
     text += f"\n{start}\n{end}\n"
 pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
 text = pattern.sub(lambda _: f"{start}\n{table}{end}", text)
-open("README.md", "w").write(text)
+open("bench/RESULTS.md", "w").write(text)
 PY
-echo "README.md updated" >&2
+echo "bench/RESULTS.md updated" >&2

@@ -56,9 +56,21 @@ enum Command {
         /// A KubeSchedulerConfiguration file.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Address for /healthz, /readyz and /metrics.
-        #[arg(long, default_value = "0.0.0.0:10259")]
-        listen: std::net::SocketAddr,
+        /// HTTPS address (kube-scheduler's secure port): /healthz, /livez and /readyz open,
+        /// /metrics for bearer tokens the API server authenticates and allows to get it.
+        /// Default 0.0.0.0:10259 unless only --listen is given.
+        #[arg(long)]
+        secure_listen: Option<std::net::SocketAddr>,
+        /// Certificate (PEM) of the secure port; a self-signed one is made without it.
+        #[arg(long, requires = "tls_private_key_file")]
+        tls_cert_file: Option<PathBuf>,
+        /// Private key (PEM) of --tls-cert-file.
+        #[arg(long, requires = "tls_cert_file")]
+        tls_private_key_file: Option<PathBuf>,
+        /// A plain-HTTP address on loopback for /healthz, /livez, /readyz and /metrics, with
+        /// no authentication. Given alone, no secure port is served.
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
         /// Elect a leader among replicas through a Lease (overrides the configuration).
         #[arg(long)]
         leader_elect: Option<bool>,
@@ -280,11 +292,31 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
     match cmd {
-        Command::Run { kubeconfig, config, listen, leader_elect, bind_concurrency, identity: id, summary_interval } => {
+        Command::Run {
+            kubeconfig,
+            config,
+            secure_listen,
+            tls_cert_file,
+            tls_private_key_file,
+            listen,
+            leader_elect,
+            bind_concurrency,
+            identity: id,
+            summary_interval,
+        } => {
+            let secure_listen = match (secure_listen, listen) {
+                (Some(addr), _) => Some(addr),
+                (None, None) => Some(std::net::SocketAddr::from(([0, 0, 0, 0], 10259))),
+                (None, Some(_)) => None,
+            };
             let opts = scheduler::run::RunOptions {
                 kubeconfig,
                 config,
                 listen,
+                secure: secure_listen.map(|listen| scheduler::run::secure::SecureServing {
+                    listen,
+                    cert_and_key: tls_cert_file.zip(tls_private_key_file),
+                }),
                 leader_elect,
                 bind_concurrency,
                 identity: identity(id),

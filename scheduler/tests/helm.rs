@@ -150,6 +150,7 @@ fn the_chart_renders_each_mode() {
         check(&docs, 2, "custom-scheduler:0.1.0"),
         [
             "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",

@@ -183,3 +183,112 @@ async fn our_metrics_are_kube_schedulers_families() {
     assert!(listed_but_exposed.is_empty(), "listed as not applicable yet exposed: {listed_but_exposed:?}");
     assert!(missing.is_empty(), "{} families differ:\n{}", missing.len(), missing.join("\n"));
 }
+
+/// A service account's token, from the API server's TokenRequest.
+async fn token(client: &kube::Client, ns: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let account = ServiceAccount {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        ..Default::default()
+    };
+    accounts.create(&PostParams::default(), &account).await.unwrap();
+    let request = TokenRequest { spec: Some(TokenRequestSpec::default()), ..Default::default() };
+    let issued: TokenRequest =
+        accounts.create_subresource("token", name, &PostParams::default(), &request).await.unwrap();
+    issued.status.unwrap().token.unwrap()
+}
+
+/// `GET path` over HTTPS (the certificate is self-signed, so not verified), with an
+/// optional bearer token: the status and the body.
+async fn secure_get(addr: std::net::SocketAddr, path: &str, bearer: Option<String>) -> Option<(u16, String)> {
+    let url = format!("https://{addr}{path}");
+    tokio::task::spawn_blocking(move || {
+        let tls = ureq::tls::TlsConfig::builder().disable_verification(true).build();
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().tls_config(tls).http_status_as_error(false).build().into();
+        let mut request = agent.get(&url);
+        if let Some(t) = bearer {
+            request = request.header("Authorization", &format!("Bearer {t}"));
+        }
+        let mut response = request.call().ok()?;
+        Some((response.status().as_u16(), response.body_mut().read_to_string().ok()?))
+    })
+    .await
+    .unwrap()
+}
+
+/// The secure port, as kube-scheduler's: HTTPS with a self-signed certificate, health
+/// checks open, `/metrics` for a token the API server authenticates and allows to get
+/// it (a service account bound to a ClusterRole with the non-resource URL), 403 for one
+/// it does not allow, 401 without a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+    let Some(p) = plane("the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them").await else {
+        return;
+    };
+    let client = &p.client;
+    api::create_namespace(client, "monitoring").await.unwrap();
+    let reader = token(client, "monitoring", "prometheus").await;
+    let stranger = token(client, "monitoring", "stranger").await;
+    let role = ClusterRole {
+        metadata: kube::api::ObjectMeta { name: Some("metrics-reader".into()), ..Default::default() },
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".into()]),
+            verbs: vec!["get".into()],
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    Api::<ClusterRole>::all(client.clone()).create(&PostParams::default(), &role).await.unwrap();
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta { name: Some("prometheus-metrics".into()), ..Default::default() },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: "metrics-reader".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "prometheus".into(),
+            namespace: Some("monitoring".into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &binding).await.unwrap();
+
+    let secure = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &["--secure-listen", &secure.to_string()]);
+    let theirs = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
+    let flags = [format!("--secure-port={}", theirs.port())];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let _kube = testing::start_kube_scheduler_with(&p.plane, "kube-scheduler", json!({}), &flags).unwrap();
+    for port in [secure, theirs] {
+        wait_for("the secure ports", Duration::from_secs(30), || async {
+            secure_get(port, "/readyz", None).await.filter(|(code, _)| *code == 200)
+        })
+        .await;
+    }
+    let (code, body) = secure_get(secure, "/metrics", Some(reader.clone())).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("scheduler_pending_pods"), "{body}");
+    let (code, body) = secure_get(secure, "/metrics", Some(stranger.clone())).await.unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("system:serviceaccount:monitoring:stranger"), "{body}");
+    // Each path and token gets the status code kube-scheduler v1.36.2 gives it.
+    let tokens = [
+        ("the reader", Some(reader)),
+        ("a stranger", Some(stranger)),
+        ("no token", None),
+        ("a bad token", Some("not-a-token".to_string())),
+    ];
+    for path in ["/metrics", "/healthz", "/livez", "/readyz"] {
+        for (who, token) in &tokens {
+            let ours = secure_get(secure, path, token.clone()).await.map(|r| r.0);
+            let kube = secure_get(theirs, path, token.clone()).await.map(|r| r.0);
+            assert_eq!(ours, kube, "{path} with {who}: ours {ours:?}, kube-scheduler {kube:?}");
+        }
+    }
+}

@@ -56,7 +56,8 @@ fn start(api: &FakeApi, config: Option<&str>, identity: &str) -> (Running, std::
     let opts = RunOptions {
         kubeconfig: Some(api.kubeconfig_file()),
         config: config_path,
-        listen,
+        listen: Some(listen),
+        secure: None,
         leader_elect: None,
         bind_concurrency: 32,
         identity: identity.to_string(),

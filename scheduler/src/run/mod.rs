@@ -26,6 +26,7 @@ mod objects;
 pub mod pod_groups;
 pub mod preempt;
 mod scheduling;
+pub mod secure;
 mod serial;
 pub mod server;
 pub mod shared;
@@ -82,8 +83,11 @@ pub struct RunOptions {
     pub kubeconfig: Option<PathBuf>,
     /// KubeSchedulerConfiguration path.
     pub config: Option<PathBuf>,
-    /// Address of `/healthz`, `/readyz` and `/metrics`.
-    pub listen: SocketAddr,
+    /// Plain-HTTP address of `/healthz`, `/livez`, `/readyz` and `/metrics`, unauthenticated:
+    /// a loopback address only.
+    pub listen: Option<SocketAddr>,
+    /// The secure port: HTTPS, `/metrics` for tokens the API server allows.
+    pub secure: Option<secure::SecureServing>,
     /// Force leader election on or off (else the configuration decides).
     pub leader_elect: Option<bool>,
     /// Binds in flight at most.
@@ -157,15 +161,28 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     shared.nominate_before_waiting.store(cfg.feature_gates.nominate_for_expectation, Ordering::Relaxed);
     info!(profiles = ?names, identity = %opts.identity, "starting custom-scheduler");
 
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|source| RunError::Listen { addr: opts.listen, source })?;
-    let app = server::router(shared.clone());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            error!(error = %e, "health and metrics server stopped");
+    if let Some(listen) = opts.listen {
+        if !listen.ip().is_loopback() {
+            return Err(RunError::Client(format!(
+                "--listen {listen}: the plain-HTTP port serves /metrics without authentication and binds only \
+                 a loopback address; use --secure-listen for other addresses"
+            )));
         }
-    });
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.map_err(|source| RunError::Listen { addr: listen, source })?;
+        let app = server::router(shared.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                error!(error = %e, "health and metrics server stopped");
+            }
+        });
+    }
+    if let Some(serving) = &opts.secure {
+        let auth = Arc::new(secure::Delegated::new(client.clone()));
+        let app = secure::router(server::router(shared.clone()), auth);
+        secure::serve(serving, app).await.map_err(|e| RunError::Client(e.to_string()))?;
+        info!(listen = %serving.listen, "serving HTTPS: /metrics for tokens allowed to get it, health checks open");
+    }
     tokio::spawn(informer::run(client.clone(), shared.clone()));
     tokio::spawn(workloads::run(client.clone(), shared.clone()));
     tokio::spawn(budgets::run(client.clone(), shared.clone()));

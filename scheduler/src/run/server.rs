@@ -45,11 +45,21 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-/// The operations router.
+/// The operations router, all of it open (the plain-HTTP port).
 pub fn router(shared: Arc<Shared>) -> Router {
+    health(shared.clone()).merge(metrics_router(shared))
+}
+
+/// `/healthz`, `/livez` and `/readyz`: open on every port, as kube-scheduler's.
+pub fn health(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/livez", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .with_state(shared)
+}
+
+/// `/metrics`.
+pub fn metrics_router(shared: Arc<Shared>) -> Router {
+    Router::new().route("/metrics", get(metrics)).with_state(shared)
 }

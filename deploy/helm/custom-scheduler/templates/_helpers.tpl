@@ -47,3 +47,9 @@ named custom-scheduler serves the address deploy/extender's kube-scheduler examp
 {{- include "custom-scheduler.fullname" . -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The scheme of the HTTP port: the scheduler serves HTTPS (its secure port), the
+extender plain HTTP unless it is given a certificate. */}}
+{{- define "custom-scheduler.scheme" -}}
+{{- if eq .Values.mode "scheduler" -}}HTTPS{{- else -}}HTTP{{- end -}}
+{{- end -}}
