@@ -34,6 +34,11 @@ pub struct Snapshot {
     pub objects: Arc<crate::objects::ClusterObjects>,
     /// Changes whenever nodes are added or removed (not when a node or its pods change).
     pub epoch: u64,
+    /// In a preemption dry run, the terminating pods taken off a node (by node index).
+    /// kube-scheduler's PodTopologySpread never counts terminating pods, yet its RemovePod
+    /// takes every removed victim off its counts; PreFilter subtracts these to judge as it
+    /// does. Empty outside dry runs.
+    pub evicted_terminating: Vec<(usize, Arc<crate::pod_info::PodInfo>)>,
 }
 
 /// Selectors of the objects kube-scheduler derives default spread selectors from.

@@ -86,3 +86,11 @@ fn a_selectors_error_comes_before_any_count_of_free_devices() {
     // request of the claim finds.
     same_answer("dra-cel-error-all-mode");
 }
+
+/// In the preemption dry run, a terminating lower-priority pod taken off a node comes off
+/// PodTopologySpread's counts although its PreFilter never counted it (kube-scheduler's
+/// RemovePod): the node passes the spread check and fails on pod affinity instead.
+#[test]
+fn a_terminating_victim_comes_off_the_spread_counts_in_the_preemption_dry_run() {
+    same_answer("preemption-spread-after-victims");
+}

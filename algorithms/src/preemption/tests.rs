@@ -617,3 +617,36 @@ fn a_victims_devices_count_as_freed_when_it_is_their_only_consumer() {
     let out = preempt(&profile, &p, &mut snap, &ev, &[], &d, &mut ZeroRng);
     assert_eq!(message(&out), "0/1 nodes are available: 1 Preemption is not helpful for scheduling.");
 }
+
+/// kube-scheduler's PodTopologySpread never counts a terminating pod, yet its RemovePod
+/// takes every victim off its counts: in the dry run a terminating lower-priority pod's
+/// removal lowers its zone's count below what PreFilter counted, so the node passes and
+/// the terminating pod is its victim. A running pod in its place was counted, and taking
+/// it off leaves the equal-priority pod's count: no candidate.
+#[test]
+fn a_terminating_victim_comes_off_the_spread_counts_as_kube_schedulers_remove_pod_takes_it() {
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    let nodes = [
+        NodeBuilder::new("zn1").capacity("4", "1Gi", "32").label(ZONE, "a").taint("only", "x", "NoSchedule").build(),
+        NodeBuilder::new("zn2").capacity("4", "1Gi", "32").label(ZONE, "b").build(),
+    ];
+    let spread = |p: PodBuilder| p.label("v", "2");
+    let preemptor = spread(pod("p", MID, SMALL)).spread(1, ZONE, "DoNotSchedule", &[("v", "2")]).build();
+    let counted = on(spread(pod("counted", MID, SMALL)), "zn2");
+    let (out, snap) = run(
+        &nodes,
+        &[counted.clone(), on(spread(pod("leaving", LOW, SMALL)).terminating(false), "zn2")],
+        preemptor.clone(),
+        &[],
+        PreemptionArgs::default(),
+    );
+    assert_eq!(chosen(&out, &snap), ("zn2".into(), vec!["leaving".into()], 0));
+    let (out, _) = run(
+        &nodes,
+        &[counted, on(spread(pod("running", LOW, SMALL)), "zn2")],
+        preemptor,
+        &[],
+        PreemptionArgs::default(),
+    );
+    assert!(message(&out).contains("didn't match pod topology spread constraints"), "{}", message(&out));
+}

@@ -86,6 +86,7 @@ pub fn select_victims_with(
     snapshot.replace_node(i, original);
     snapshot.set_pod_flags(i);
     snapshot.objects = objects;
+    snapshot.evicted_terminating.clear();
     result
 }
 
@@ -118,6 +119,7 @@ fn dry_run(
     for p in &potential {
         node.remove_pod(&p.namespace, &p.name);
     }
+    snapshot.evicted_terminating = potential.iter().filter(|p| p.terminating).map(|p| (i, p.clone())).collect();
     let base = snapshot.objects.clone();
     let claims = potential.iter().any(|p| !p.resource_claims.is_empty());
     if claims {
@@ -139,6 +141,7 @@ fn dry_run(
         for p in group {
             pending.retain(|q| !Arc::ptr_eq(q, &p));
             node.add_pod(p.clone());
+            snapshot.evicted_terminating.retain(|(_, q)| !Arc::ptr_eq(q, &p));
             if claims {
                 let gone: Vec<Arc<PodInfo>> = victims.iter().chain(&pending).cloned().collect();
                 evict(judge.profile, snapshot, &base, &gone);
@@ -147,6 +150,9 @@ fn dry_run(
             if !judge.fits(snapshot, i).is_success() {
                 node.remove_pod(&p.namespace, &p.name);
                 put_node(snapshot, i, node.clone());
+                if p.terminating {
+                    snapshot.evicted_terminating.push((i, p.clone()));
+                }
                 victims.push(p);
                 violations += usize::from(counts);
             }

@@ -36,10 +36,13 @@ impl FilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return PreFilterOutcome::skip();
         }
-        let (sums, present, values) = SpreadCache::with_facts(&self.cache, &constraints, pod, snapshot, |f| {
+        let (mut sums, present, values) = SpreadCache::with_facts(&self.cache, &constraints, pod, snapshot, |f| {
             let present: Vec<Vec<bool>> = f.domain_nodes.iter().map(|d| d.iter().map(|n| *n > 0).collect()).collect();
             (f.domain_pods.clone(), present, f.values.clone())
         });
+        for (i, victim) in &snapshot.evicted_terminating {
+            take_off(&mut sums, &values, &constraints, pod, (&snapshot.nodes[*i], *i), victim);
+        }
         let domains = present.iter().map(|p| domains_of(p)).collect();
         let min = sums.iter().zip(&present).map(|(s, p)| min_of(s, p)).collect();
         let self_match: Vec<i64> = constraints
@@ -111,6 +114,36 @@ impl FilterPlugin for PodTopologySpread {
             });
         }
         Status::success()
+    }
+}
+
+/// What kube-scheduler's RemovePod does to its counts for a victim it never counted (a
+/// terminating pod): one less in the victim's domain of each constraint selecting it,
+/// when the victim shares the pod's namespace and its node has every constraint's key
+/// and passes the first constraint's inclusion policies.
+fn take_off(
+    sums: &mut [Vec<i64>],
+    values: &[u32],
+    constraints: &[SpreadConstraint],
+    pod: &PodInfo,
+    (node, i): (&NodeInfo, usize),
+    victim: &PodInfo,
+) {
+    if victim.namespace != pod.namespace
+        || !has_all_keys(node, constraints)
+        || !constraints.first().is_some_and(|c| node_included(c, pod, node))
+    {
+        return;
+    }
+    let per = constraints.len();
+    for (c, con) in constraints.iter().enumerate() {
+        if !con.selector.as_ref().is_some_and(|sel| sel.matches(&victim.labels)) {
+            continue;
+        }
+        let id = values.get(i * per + c).copied().unwrap_or(MISSING);
+        if let Some(sum) = sums.get_mut(c).and_then(|s| s.get_mut(id as usize)) {
+            *sum -= 1;
+        }
     }
 }
 
