@@ -570,7 +570,8 @@ async fn the_backlog_drains_across_a_kube_apiserver_restart() {
     api::create_pods(&client, &extra, 8).await.unwrap();
     assert_all_bound_once(&client, ns, n + extra.len(), 4).await;
     let log = std::fs::read_to_string(ours.process.log()).unwrap();
-    assert!(log.contains("watch failed"), "the watches never noticed the restart");
+    assert!(log.contains("watch failing"), "the watches never noticed the restart");
+    assert!(log.contains("watch recovered"), "the watches never said they recovered");
     let relisted = log.contains("relisting");
     println!(
         "{before}/{n} bound when kube-apiserver came back (410 Gone seen: {relisted}); every pod bound once after it"
