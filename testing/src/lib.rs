@@ -11,6 +11,7 @@ pub mod check;
 pub mod control_plane;
 pub mod dra_backlog;
 pub mod kube_scheduler;
+pub mod kueue;
 pub mod null_binder;
 pub mod process;
 pub mod server_load;
@@ -47,4 +48,7 @@ pub enum HarnessError {
     /// The API client could not be built.
     #[error("failed to build an API client: {0}")]
     Client(String),
+    /// An API request failed.
+    #[error("{0}: {1}")]
+    Api(String, #[source] kube::Error),
 }

@@ -57,7 +57,7 @@ async fn resource(client: &Client, shared: &Shared, api: GroupApi) -> ApiResourc
             Err(e @ (kube::Error::Api(_) | kube::Error::Discovery(_))) => {
                 if !said {
                     let kind = gvk_of(api);
-                    info!(error = %e, group = %kind.group, version = %kind.version, "PodGroup kind not served: gangs of this API wait until it is");
+                    info!(error = %crate::watch::cause::Told(&e), group = %kind.group, version = %kind.version, "PodGroup kind not served: gangs of this API wait until it is");
                     if api == GroupApi::SchedulerPlugins {
                         shared.lock().listed(Feed::PodGroups);
                     }

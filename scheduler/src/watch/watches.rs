@@ -76,6 +76,21 @@ impl kube::runtime::utils::Backoff for Patient {
     }
 }
 
+/// A watch error in one line, an API error as the server's message (not kube's `Debug`
+/// dump of its `Status`).
+fn told(error: &watcher::Error) -> String {
+    use super::cause::api;
+    match error {
+        watcher::Error::InitialListFailed(e) => format!("failed to perform initial object list: {}", api(e)),
+        watcher::Error::WatchStartFailed(e) => format!("failed to start watching object: {}", api(e)),
+        watcher::Error::WatchFailed(e) => format!("watch stream failed: {}", api(e)),
+        watcher::Error::WatchError(s) => {
+            format!("error returned by apiserver during watch: {} ({} {})", s.message, s.code, s.reason)
+        }
+        other => super::cause::chain(other),
+    }
+}
+
 /// Logs a watch's health when it changes: the first failure and each different one, with
 /// the server and the cause, and the recovery.
 struct Health {
@@ -85,7 +100,7 @@ struct Health {
 
 impl Health {
     fn failed(&mut self, error: &watcher::Error) -> String {
-        let cause = super::cause::chain(error);
+        let cause = told(error);
         if self.failing.as_deref() != Some(cause.as_str()) {
             tracing::warn!(kind = self.kind, server = super::cause::server(), error = %cause,
                 "watch failing; retrying with backoff (logged again when it recovers or fails otherwise)");

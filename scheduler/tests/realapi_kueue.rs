@@ -1,0 +1,202 @@
+//! `custom-scheduler run` under the real Kueue v0.17.0 (built from its Go module by
+//! `.ci/install-tools`, named by `KUEUE_BIN`), on the real kube-apiserver v1.36.2 with
+//! kube-controller-manager running the Job controller. There is no kubelet: the tests
+//! play it, marking pods of finished work `Succeeded` and removing deleted pods at once.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod realapi;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use algorithms::builders::NodeBuilder;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use realapi::{Ours, plane};
+use serde_json::{Value, json};
+use testing::api::{self, node_of, wait_for};
+
+const NS: &str = "team";
+const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// Creates any object given as JSON (its kind's plural is its lowercased kind plus `s`).
+async fn create(client: &kube::Client, object: Value) {
+    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), object["apiVersion"].as_str().unwrap().to_string()),
+    };
+    let gvk = GroupVersionKind::gvk(&group, &version, object["kind"].as_str().unwrap());
+    let resource = ApiResource::from_gvk(&gvk);
+    let obj: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("creating {object}: {e}"));
+}
+
+/// A Job of `pods` pods of `cpu` each for the local queue `lq`, created suspended with its
+/// queue label, as Kueue's webhook would leave it.
+fn job(name: &str, pods: i32, cpu: &str, priority_class: Option<&str>) -> Value {
+    let mut pod = json!({
+        "schedulerName": "custom-scheduler",
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    });
+    if let Some(pc) = priority_class {
+        pod["priorityClassName"] = json!(pc);
+    }
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "labels": {QUEUE_LABEL: "lq"}},
+        "spec": {"suspend": true, "parallelism": pods, "completions": pods,
+                 "template": {"metadata": {"labels": {"job": name}}, "spec": pod}},
+    })
+}
+
+/// The pods of each Job, by Job name: (pod name, node, terminating).
+async fn pods_by_job(client: &kube::Client) -> BTreeMap<String, Vec<(String, Option<String>, bool)>> {
+    let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for p in api::pods(client, NS).await.unwrap() {
+        let job = p.metadata.labels.as_ref().and_then(|l| l.get("job")).cloned().unwrap_or_default();
+        let entry =
+            (p.metadata.name.clone().unwrap(), node_of(&p).map(String::from), p.metadata.deletion_timestamp.is_some());
+        out.entry(job).or_default().push(entry);
+    }
+    out
+}
+
+async fn suspended(client: &kube::Client, name: &str) -> bool {
+    let job = Api::<Job>::namespaced(client.clone(), NS).get(name).await.unwrap();
+    job.spec.and_then(|s| s.suspend).unwrap_or(false)
+}
+
+/// Waits until the Job's pods are all bound, and returns their nodes.
+async fn bound(client: &kube::Client, name: &str, pods: usize) -> Vec<String> {
+    wait_for(&format!("{name}'s {pods} pods bound"), Duration::from_secs(90), || async {
+        let all = pods_by_job(client).await;
+        let live: Vec<String> =
+            all.get(name)?.iter().filter(|(_, _, gone)| !gone).filter_map(|(_, node, _)| node.clone()).collect();
+        (live.len() == pods).then_some(live)
+    })
+    .await
+}
+
+/// Plays the kubelet for a Job whose work is done: its pods end `Succeeded`.
+async fn finish(client: &kube::Client, name: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for (pod, _, _) in pods_by_job(client).await.remove(name).unwrap_or_default() {
+        let status = json!({"status": {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False"}]}});
+        pods.patch_status(&pod, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    }
+}
+
+/// Kueue's queues in front of us: a ClusterQueue of 4 CPUs on the `on-demand` flavor
+/// admits two of three 2-CPU Jobs; their pods are placed by custom-scheduler on the
+/// flavor's nodes only (the node selector Kueue injects), although the spot node is the
+/// emptiest; the third stays suspended with no pods until the first finishes. Then a
+/// high-priority Job makes Kueue evict lower-priority work: the evicted Jobs' pods are
+/// deleted and never bound again, and the high-priority Job's pods are placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_admits_within_quota_and_we_place_what_it_admits_on_its_flavor() {
+    let test = "kueue_admits_within_quota_and_we_place_what_it_admits_on_its_flavor";
+    let Some(bin) = testing::kueue::kueue_or_skip(test) else { return };
+    let Some(p) = plane(test).await else { return };
+    let client = &p.client;
+    api::create_namespace(client, NS).await.unwrap();
+    let mut nodes: Vec<_> = (0..2)
+        .map(|i| {
+            NodeBuilder::new(&format!("od-{i}"))
+                .capacity("4", "16Gi", "110")
+                .label("instance-type", "on-demand")
+                .build()
+        })
+        .collect();
+    nodes.push(NodeBuilder::new("spot-0").capacity("16", "64Gi", "110").label("instance-type", "spot").build());
+    api::create_nodes(client, &nodes, 3).await.unwrap();
+    create(
+        client,
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 1000}),
+    )
+    .await;
+
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
+    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
+    let ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let _kubelet = realapi::kubelet(client.clone(), NS);
+
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "on-demand"}, "spec": {"nodeLabels": {"instance-type": "on-demand"}}}),
+    )
+    .await;
+    create(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {},
+                 "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "on-demand",
+                     "resources": [{"name": "cpu", "nominalQuota": "4"}, {"name": "memory", "nominalQuota": "16Gi"}]}]}]}})).await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
+    )
+    .await;
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    for name in ["a", "b", "c"] {
+        jobs.create(&PostParams::default(), &serde_json::from_value(job(name, 2, "1", None)).unwrap()).await.unwrap();
+    }
+    // Kueue admits two (in an order of its own: the three were created within a second).
+    let running = wait_for("Kueue to admit two Jobs", Duration::from_secs(60), || async {
+        let mut running = Vec::new();
+        for name in ["a", "b", "c"] {
+            if !suspended(client, name).await {
+                running.push(name);
+            }
+        }
+        (running.len() == 2).then_some(running)
+    })
+    .await;
+    let waiting = ["a", "b", "c"].into_iter().find(|n| !running.contains(n)).unwrap();
+    for name in &running {
+        let placed = bound(client, name, 2).await;
+        assert!(placed.iter().all(|n| n.starts_with("od-")), "{name} placed off its flavor: {placed:?}");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(suspended(client, waiting).await, "a third Job was admitted beyond the quota");
+    assert!(!pods_by_job(client).await.contains_key(waiting), "the suspended Job has pods");
+
+    // One finishes: its quota goes to the one waiting.
+    finish(client, running[0]).await;
+    let placed = bound(client, waiting, 2).await;
+    assert!(placed.iter().all(|n| n.starts_with("od-")), "{waiting} placed off its flavor: {placed:?}");
+    let lower = [running[1], waiting];
+
+    // A high-priority Job of 4 CPUs: Kueue evicts the two lower-priority Jobs running.
+    let urgent = job("urgent", 2, "2", Some("high"));
+    jobs.create(&PostParams::default(), &serde_json::from_value(urgent).unwrap()).await.unwrap();
+    let placed = bound(client, "urgent", 2).await;
+    assert!(placed.iter().all(|n| n.starts_with("od-")), "urgent placed off its flavor: {placed:?}");
+    for name in lower {
+        assert!(suspended(client, name).await, "Kueue did not evict {name}");
+    }
+    // Evicted pods are gone, and nothing of the evicted Jobs is bound again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = pods_by_job(client).await;
+    for name in lower {
+        let live: Vec<_> =
+            all.get(name).map(|v| v.iter().filter(|(_, n, gone)| n.is_some() && !gone).collect()).unwrap_or_default();
+        assert!(live.is_empty(), "{name} has bound pods after its eviction: {live:?}");
+    }
+    let nodes = api::nodes(client).await.unwrap();
+    let pods = api::pods(client, NS).await.unwrap();
+    assert!(testing::check::placement_errors(&nodes, &pods).is_empty());
+    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    assert!(!log.contains("Status {"), "{log}");
+}
