@@ -200,3 +200,87 @@ async fn kueue_admits_within_quota_and_we_place_what_it_admits_on_its_flavor() {
     let log = std::fs::read_to_string(ours.process.log()).unwrap();
     assert!(!log.contains("Status {"), "{log}");
 }
+
+/// Kueue's topology-aware scheduling: a Job that requires one rack gets its rack from
+/// Kueue, which holds its pods behind its scheduling gate and ungates each with node
+/// selectors for its domain; custom-scheduler places every pod inside the domain Kueue
+/// gave it. Rack r1 is partly taken by a running pod, so only r2 holds the whole Job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_topology_assignments_are_honoured() {
+    const RACK: &str = "cloud.example.com/rack";
+    let test = "kueue_topology_assignments_are_honoured";
+    let Some(bin) = testing::kueue::kueue_or_skip(test) else { return };
+    let Some(p) = plane(test).await else { return };
+    let client = &p.client;
+    api::create_namespace(client, NS).await.unwrap();
+    let nodes: Vec<_> = ["r1-0", "r1-1", "r2-0", "r2-1"]
+        .iter()
+        .map(|n| {
+            let rack = &n[..2];
+            NodeBuilder::new(n).capacity("4", "16Gi", "110").label(RACK, rack).label("pool", "tas").build()
+        })
+        .collect();
+    api::create_nodes(client, &nodes, 4).await.unwrap();
+    // A running pod outside Kueue takes 3 of r1-0's CPUs.
+    let running =
+        algorithms::builders::PodBuilder::new("running").namespace(NS).req("3", "1Gi").node_name("r1-0").build();
+    api::create_pod(client, &running).await.unwrap();
+
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
+    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let _kubelet = realapi::kubelet(client.clone(), NS);
+
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+        "metadata": {"name": "default"},
+        "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
+    )
+    .await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "tas"}, "spec": {"nodeLabels": {"pool": "tas"}, "topologyName": "default"}}),
+    )
+    .await;
+    create(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "tas",
+                     "resources": [{"name": "cpu", "nominalQuota": "100"}, {"name": "memory", "nominalQuota": "400Gi"}]}]}]}})).await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
+    )
+    .await;
+
+    let mut train = job("train", 4, "2", None);
+    train["spec"]["template"]["metadata"]["annotations"] = json!({"kueue.x-k8s.io/podset-required-topology": RACK});
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.create(&PostParams::default(), &serde_json::from_value(train).unwrap()).await.unwrap();
+    let placed = bound(client, "train", 4).await;
+    assert!(placed.iter().all(|n| n.starts_with("r2-")), "the Job left the one rack that holds it: {placed:?}");
+    // Each pod sits inside the domain Kueue's node selectors name.
+    let nodes: BTreeMap<String, _> =
+        api::nodes(client).await.unwrap().into_iter().map(|n| (n.metadata.name.clone().unwrap(), n)).collect();
+    for pod in api::pods(client, NS)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("train")))
+    {
+        let spec = pod.spec.as_ref().unwrap();
+        assert!(spec.scheduling_gates.as_ref().is_none_or(|g| g.is_empty()), "a gated pod was bound");
+        let selector = spec.node_selector.clone().unwrap_or_default();
+        assert!(
+            selector.contains_key(RACK) || selector.contains_key("kubernetes.io/hostname"),
+            "no domain: {selector:?}"
+        );
+        let labels = nodes[node_of(pod).unwrap()].metadata.labels.clone().unwrap_or_default();
+        for (k, v) in &selector {
+            assert_eq!(labels.get(k), Some(v), "{:?} on {:?} outside its domain", pod.metadata.name, node_of(pod));
+        }
+    }
+}
