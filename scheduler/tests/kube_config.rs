@@ -209,3 +209,72 @@ leaderElection: {leaderElect: false, resourceNamespac: x}
         assert!(stderr.contains(list), "{args:?}: ours {stderr}\ntheirs {list}");
     }
 }
+
+/// Every plugin argument kube-scheduler v1.36.2 writes for its default profile gives the
+/// plugin the same settings here as no arguments do: each plugin is built from
+/// kube-scheduler's arguments and from none, and the two are compared whole (weights
+/// and scores, timeouts, strategies, default constraints). A plugin kube-scheduler
+/// configures that is not compared here fails the test.
+#[test]
+fn every_default_plugin_argument_is_kube_schedulers_own() {
+    use algorithms::plugins::roles::parse;
+    use algorithms::plugins::{
+        balanced_allocation::BalancedAllocation, dynamic_resources::DynamicResourcesArgs,
+        inter_pod_affinity::InterPodAffinity, node_affinity::NodeAffinity, node_resources_fit::NodeResourcesFit,
+        pod_topology_spread::PodTopologySpread, volume_binding::VolumeBindingArgs,
+    };
+    use algorithms::preemption::PreemptionArgs;
+    fn same<T: std::fmt::Debug>(name: &str, theirs: T, ours: T) {
+        assert_eq!(
+            format!("{theirs:?}"),
+            format!("{ours:?}"),
+            "{name}: built from kube-scheduler's args, then from none"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, config)) = kube_config("every_default_plugin_argument_is_kube_schedulers_own", dir.path()) else {
+        return;
+    };
+    let mut compared = Vec::new();
+    for entry in config["profiles"][0]["pluginConfig"].as_array().unwrap() {
+        let name = entry["name"].as_str().unwrap();
+        let args = Some(&entry["args"]);
+        match name {
+            "DefaultPreemption" => {
+                same(name, PreemptionArgs::from_args(args).unwrap(), PreemptionArgs::from_args(None).unwrap())
+            }
+            "DynamicResources" => {
+                same(name, parse::<DynamicResourcesArgs>(name, args).unwrap(), parse(name, None).unwrap())
+            }
+            "InterPodAffinity" => same(
+                name,
+                InterPodAffinity::new(&parse(name, args).unwrap()).unwrap(),
+                InterPodAffinity::new(&parse(name, None).unwrap()).unwrap(),
+            ),
+            "NodeAffinity" => same(
+                name,
+                NodeAffinity::new(&parse(name, args).unwrap()),
+                NodeAffinity::new(&parse(name, None).unwrap()),
+            ),
+            "NodeResourcesBalancedAllocation" => same(
+                name,
+                BalancedAllocation::new(&parse(name, args).unwrap()).unwrap(),
+                BalancedAllocation::new(&parse(name, None).unwrap()).unwrap(),
+            ),
+            "NodeResourcesFit" => same(
+                name,
+                NodeResourcesFit::new(&parse(name, args).unwrap()).unwrap(),
+                NodeResourcesFit::new(&parse(name, None).unwrap()).unwrap(),
+            ),
+            "PodTopologySpread" => same(
+                name,
+                PodTopologySpread::new(&parse(name, args).unwrap()).unwrap(),
+                PodTopologySpread::new(&parse(name, None).unwrap()).unwrap(),
+            ),
+            "VolumeBinding" => same(name, parse::<VolumeBindingArgs>(name, args).unwrap(), parse(name, None).unwrap()),
+            other => panic!("kube-scheduler configures {other}, which this test does not compare"),
+        }
+        compared.push(name);
+    }
+    assert_eq!(compared.len(), 8, "{compared:?}");
+}
