@@ -1,6 +1,7 @@
 //! custom-scheduler: the scheduling queue, cache and cycle, and the `simulate` and
 //! `explain` commands, on top of the plugins in `algorithms`.
 
+pub mod admission_check;
 pub mod binding;
 pub mod cache;
 pub mod cluster;

@@ -284,3 +284,113 @@ async fn kueue_topology_assignments_are_honoured() {
         }
     }
 }
+
+/// The state and message of a Workload's admission check `placement`, by its Job's name.
+async fn check_of(client: &kube::Client, job: &str) -> Option<(String, String)> {
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "Workload");
+    let resource = ApiResource { plural: "workloads".into(), ..ApiResource::from_gvk(&gvk) };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &resource);
+    for wl in api.list(&Default::default()).await.ok()?.items {
+        let v = serde_json::to_value(&wl).unwrap();
+        let owned = v["metadata"]["ownerReferences"].as_array().into_iter().flatten().any(|o| o["name"] == job);
+        if !owned {
+            continue;
+        }
+        let states = v["status"]["admissionChecks"].as_array()?.clone();
+        let s = states.iter().find(|s| s["name"] == "placement")?;
+        return Some((s["state"].as_str()?.to_string(), s["message"].as_str().unwrap_or("").to_string()));
+    }
+    None
+}
+
+/// The placement-aware admission check: quota allows 32 GPUs, but the flavor's two nodes
+/// have four GPUs each. A Job of 2 x 3 GPUs is placed on paper, admitted and placed for
+/// real; a Job of one 8-GPU pod fits the quota but no node, and its check says why
+/// (`Retry`, so Kueue gives its quota back) while it stays suspended; a Job of 2 x 2 GPUs
+/// would fit empty nodes but not beside the first Job's GPUs, promised before its pods
+/// came. Once the first Job finishes, the 2 x 2 Job is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_check_admits_only_what_can_be_placed() {
+    const GPU: &str = "nvidia.com/gpu";
+    let test = "the_admission_check_admits_only_what_can_be_placed";
+    let Some(bin) = testing::kueue::kueue_or_skip(test) else { return };
+    let Some(p) = plane(test).await else { return };
+    let client = &p.client;
+    api::create_namespace(client, NS).await.unwrap();
+    let nodes: Vec<_> = ["g0", "g1"]
+        .iter()
+        .map(|n| NodeBuilder::new(n).capacity("16", "64Gi", "110").resource(GPU, "4").label("pool", "gpu").build())
+        .collect();
+    api::create_nodes(client, &nodes, 2).await.unwrap();
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
+    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
+    let ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let _kubelet = realapi::kubelet(client.clone(), NS);
+
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"pool": "gpu"}}}),
+    )
+    .await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+        "metadata": {"name": "placement"},
+        "spec": {"controllerName": scheduler::admission_check::CONTROLLER_NAME}}),
+    )
+    .await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {},
+                 "admissionChecksStrategy": {"admissionChecks": [{"name": "placement"}]},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": [{"name": "gpu",
+                     "resources": [{"name": "cpu", "nominalQuota": "32"}, {"name": "memory", "nominalQuota": "128Gi"},
+                                   {"name": GPU, "nominalQuota": "32"}]}]}]}}),
+    )
+    .await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
+    )
+    .await;
+
+    let gpu_job = |name: &str, pods: i32, gpus: &str| {
+        let mut j = job(name, pods, "1", None);
+        let res = &mut j["spec"]["template"]["spec"]["containers"][0]["resources"];
+        res["requests"][GPU] = json!(gpus);
+        res["limits"] = json!({GPU: gpus});
+        serde_json::from_value::<Job>(j).unwrap()
+    };
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.create(&PostParams::default(), &gpu_job("first", 2, "3")).await.unwrap();
+    let (state, message) = wait_for("first's check", Duration::from_secs(60), || async {
+        check_of(client, "first").await.filter(|(s, _)| s == "Ready")
+    })
+    .await;
+    assert!(message.starts_with("all 2 pods fit"), "{state}: {message}");
+    // Its pods are not bound yet when the next Jobs are judged: its promise holds the GPUs.
+    jobs.create(&PostParams::default(), &gpu_job("huge", 1, "8")).await.unwrap();
+    jobs.create(&PostParams::default(), &gpu_job("pair", 2, "2")).await.unwrap();
+    for name in ["huge", "pair"] {
+        let (_, message) = wait_for(&format!("{name}'s check to be refused"), Duration::from_secs(60), || async {
+            check_of(client, name).await.filter(|(s, m)| s != "Ready" && m.contains("Insufficient nvidia.com/gpu"))
+        })
+        .await;
+        assert!(message.contains("0/2 nodes are available"), "{name}: {message}");
+        assert!(suspended(client, name).await, "{name} was admitted though it cannot be placed");
+    }
+    let placed = bound(client, "first", 2).await;
+    assert_eq!(placed.iter().collect::<std::collections::BTreeSet<_>>().len(), 2, "{placed:?}");
+
+    // The first finishes: the pair fits now and is admitted and placed; the huge one never.
+    finish(client, "first").await;
+    let placed = bound(client, "pair", 2).await;
+    assert!(placed.iter().all(|n| n.starts_with('g')), "{placed:?}");
+    assert!(suspended(client, "huge").await);
+    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    assert!(log.contains("deciding Kueue admission checks by placement"), "{log}");
+}

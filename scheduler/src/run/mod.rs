@@ -13,6 +13,7 @@
 //! Lock order: `Shared::state` is never held across an await; the extender's snapshot
 //! view is locked only inside it.
 
+pub mod admission;
 pub mod binder;
 pub mod budgets;
 mod dispatch;
@@ -189,6 +190,7 @@ pub async fn run(opts: RunOptions, shutdown: impl std::future::Future<Output = (
     tokio::spawn(objects::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::run(client.clone(), shared.clone()));
     tokio::spawn(pod_groups::statuses(client.clone(), shared.clone()));
+    tokio::spawn(admission::run(client.clone(), shared.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_elect = opts.leader_elect.or(cfg.leader_election.leader_elect).unwrap_or(false);

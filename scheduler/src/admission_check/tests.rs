@@ -1,0 +1,117 @@
+use std::collections::HashMap;
+use std::time::Instant;
+
+use algorithms::builders::{NodeBuilder, PodBuilder, snapshot};
+use algorithms::config::default_profile;
+use serde_json::json;
+
+use super::*;
+
+const GPU: &str = "nvidia.com/gpu";
+
+/// A Workload of one pod set of `count` pods with `gpus` GPUs each, owned by Job `job`,
+/// admitted on the flavor `gpu`.
+fn workload(job: &str, count: u64, gpus: &str) -> Value {
+    json!({
+        "metadata": {"name": format!("job-{job}"), "namespace": "team",
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "u", "controller": true}]},
+        "spec": {"podSets": [{"name": "main", "count": count, "template": {"spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", GPU: gpus}, "limits": {GPU: gpus}}}]}}}]},
+        "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": count,
+            "flavors": {"cpu": "gpu", GPU: "gpu"}}]}},
+    })
+}
+
+fn flavors() -> HashMap<String, Flavor> {
+    let flavor = Flavor { node_labels: [("pool".to_string(), "gpu".to_string())].into(), tolerations: Vec::new() };
+    [("gpu".to_string(), flavor)].into()
+}
+
+/// Two GPU nodes of four GPUs in the `gpu` pool, and a larger node outside it.
+fn cluster() -> Snapshot {
+    let gpu =
+        |n: &str| NodeBuilder::new(n).capacity("16", "64Gi", "110").resource(GPU, "4").label("pool", "gpu").build();
+    let other = NodeBuilder::new("other").capacity("16", "64Gi", "110").resource(GPU, "8").build();
+    snapshot(&[gpu("g0"), gpu("g1"), other], &[])
+}
+
+#[test]
+fn a_workloads_pods_carry_its_templates_and_its_flavors_node_labels() {
+    let pods = workload_pods(&workload("a", 3, "1"), &flavors()).unwrap();
+    assert_eq!(pods.len(), 3);
+    assert_eq!(pods[2].name, "job-a-main-2");
+    assert_eq!(pods[0].namespace, "team");
+    assert_eq!(pods[0].node_selector.get("pool").map(String::as_str), Some("gpu"));
+    assert_eq!(pods[0].controller, Some(("Job".to_string(), "a".to_string())));
+    let err = workload_pods(&workload("a", 1, "1"), &HashMap::new()).unwrap_err();
+    assert!(err.contains("ResourceFlavor \"gpu\""), "{err}");
+}
+
+#[test]
+fn a_group_fits_whole_on_its_flavor_or_says_which_pod_does_not() {
+    let profile = default_profile("custom-scheduler");
+    let mut snap = cluster();
+    let pods = workload_pods(&workload("a", 2, "3"), &flavors()).unwrap();
+    let nodes = place_group(&profile, &mut snap, &pods).unwrap();
+    let names: Vec<&str> = nodes.iter().map(|&i| snap.nodes[i].name.as_str()).collect();
+    assert_eq!(names.len(), 2);
+    assert!(names.contains(&"g0") && names.contains(&"g1"), "{names:?}");
+    // Eight GPUs on one node exist only outside the flavor.
+    let mut snap = cluster();
+    let big = workload_pods(&workload("b", 1, "8"), &flavors()).unwrap();
+    let err = place_group(&profile, &mut snap, &big).unwrap_err();
+    assert!(err.starts_with("pod 1 of 1: 0/3 nodes are available:"), "{err}");
+    assert!(err.contains("Insufficient nvidia.com/gpu"), "{err}");
+}
+
+#[test]
+fn promised_room_is_not_given_twice_and_is_freed_when_the_pods_come() {
+    let profile = default_profile("custom-scheduler");
+    let now = Instant::now();
+    let mut promises = Promises::default();
+    let first = workload_pods(&workload("a", 2, "3"), &flavors()).unwrap();
+    let mut snap = cluster();
+    let nodes = place_group(&profile, &mut snap, &first).unwrap();
+    let promised: Vec<(PodInfo, String)> =
+        first.iter().cloned().zip(nodes.iter().map(|&i| snap.nodes[i].name.clone())).collect();
+    promises.promise("team/job-a", promised, now);
+
+    // A second Workload of 2 x 2 GPUs: one GPU is left on each node once the first's
+    // promise is counted.
+    let second = workload_pods(&workload("c", 2, "2"), &flavors()).unwrap();
+    let mut snap = cluster();
+    promises.apply(&mut snap, now, "team/job-c");
+    assert!(place_group(&profile, &mut snap, &second).is_err());
+    // Its own promise does not count against itself.
+    let mut snap = cluster();
+    promises.apply(&mut snap, now, "team/job-a");
+    assert!(place_group(&profile, &mut snap, &first).is_ok());
+
+    // The first's pods are placed: the promise is redeemed, not counted twice.
+    let placed: Vec<_> = ["g0", "g1"]
+        .iter()
+        .enumerate()
+        .map(|(k, node)| {
+            let mut pod = PodBuilder::new(&format!("a-{k}"))
+                .namespace("team")
+                .req("1", "1Gi")
+                .device(GPU, "3")
+                .node_name(node)
+                .build();
+            pod.metadata.owner_references = serde_json::from_value(
+                json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "uid": "u", "controller": true}]),
+            )
+            .unwrap();
+            pod
+        })
+        .collect();
+    let gpu =
+        |n: &str| NodeBuilder::new(n).capacity("16", "64Gi", "110").resource(GPU, "4").label("pool", "gpu").build();
+    let mut snap = snapshot(&[gpu("g0"), gpu("g1")], &placed);
+    promises.apply(&mut snap, now, "team/job-c");
+    assert!(promises.is_empty());
+    // A lapsed promise goes too.
+    promises.promise("team/job-a", Vec::new(), now);
+    promises.apply(&mut cluster(), now + PROMISE_TIMEOUT, "");
+    assert_eq!(promises.len(), 0);
+}
