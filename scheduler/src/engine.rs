@@ -238,7 +238,8 @@ impl Engine {
                 Permit::Reject(status) => {
                     self.timed(Point::Permit, Ended::Code(Code::Unschedulable), &profile.scheduler_name, t0);
                     self.cache.forget(&key);
-                    return Err(Refused::Rejected { plugin: plugin.name(), message: status.message() });
+                    let message = algorithms::framework::wording::permit_rejection(plugin.name(), &status);
+                    return Err(Refused::Rejected { plugin: plugin.name(), message });
                 }
             }
         }

@@ -11,6 +11,7 @@ pub mod placement_score;
 mod post_filter;
 mod rejections;
 pub(crate) mod run;
+pub mod wording;
 
 use std::any::Any;
 use std::collections::HashSet;

@@ -261,7 +261,9 @@ async fn wait_on_permit<H: Host>(host: &H, req: &BindRequest) -> Result<(), Stri
                     Permit::Wait(_) => {
                         waiting_on.get_or_insert(plugin.name());
                     }
-                    Permit::Reject(status) => return Some(Err(status.message())),
+                    Permit::Reject(status) => {
+                        return Some(Err(algorithms::framework::wording::permit_rejection(plugin.name(), &status)));
+                    }
                 }
             }
             match waiting_on {

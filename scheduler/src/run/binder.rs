@@ -151,7 +151,10 @@ pub async fn bind(client: &Client, pod: &PodInfo, node: &str) -> BindOutcome {
         Ok(_) => BindOutcome::Bound,
         Err(kube::Error::Api(e)) if e.code == 409 => BindOutcome::Conflict,
         Err(kube::Error::Api(e)) if e.code == 404 => BindOutcome::Gone,
-        Err(e) => BindOutcome::Failed(crate::watch::cause::api(&e)),
+        Err(e) => {
+            use algorithms::framework::wording::{DEFAULT_BINDER, bind_error};
+            BindOutcome::Failed(bind_error(DEFAULT_BINDER, &crate::watch::cause::api(&e)))
+        }
     }
 }
 
