@@ -13,6 +13,7 @@ use crate::binding::{self, BindRequest, Finished};
 use crate::cluster::ParsedCluster;
 use crate::engine::{Cycler, Engine, Nomination, Outcome, Preempted};
 
+mod groups;
 mod report;
 mod steady;
 mod timeline;
@@ -350,6 +351,7 @@ pub fn run_streamed(
     if opts.detail {
         pods_by_key.extend(pending.iter().map(|p| (p.key(), Arc::new(p.clone()))));
     }
+    let group_members = groups::members(&pending);
     let (churn, mut steady, backlog_pods, timeline) = match stream {
         Stream::Backlog => (None, None, pending, None),
         Stream::Churn(c) => (Some(c), None, pending, None),
@@ -413,6 +415,14 @@ pub fn run_streamed(
     report.peak_memory_mib = peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0));
     report.churn_steps = churn.map_or(0, |c| c.done);
     report.never_created = steady.map_or(0, |s| s.remaining());
+    if !group_members.is_empty() {
+        let snap = engine.cache.full_snapshot();
+        let key = engine.groups.topology_key();
+        if let Some((figures, line)) = groups::outcome(&group_members, &report.placements, &snap, key) {
+            report.owned.insert("podGroups", figures);
+            report.owned_lines.push(line);
+        }
+    }
     if let Some(o) = observed {
         report.workload = Some(o.summary());
         report.owned_lines.extend(o.lines());
