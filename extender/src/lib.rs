@@ -14,7 +14,7 @@ use std::sync::Arc;
 use algorithms::{Profile, Snapshot};
 use futures::future::BoxFuture;
 
-pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, Limits, router, router_with_limits};
+pub use router::{DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, Limits, operations_router, router, router_with_limits};
 
 /// The cluster as the extender sees it when it has API access.
 pub trait ClusterView: Send + Sync {

@@ -203,12 +203,24 @@ pub struct Limits {
     pub body_bytes: usize,
     /// Time from the request's headers to its answer; past it `408`.
     pub request_timeout: std::time::Duration,
+    /// Whether `/metrics` is served beside the verbs (not when a secure port serves it).
+    pub metrics: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { body_bytes: DEFAULT_BODY_LIMIT, request_timeout: DEFAULT_REQUEST_TIMEOUT }
+        Self { body_bytes: DEFAULT_BODY_LIMIT, request_timeout: DEFAULT_REQUEST_TIMEOUT, metrics: true }
     }
+}
+
+/// `/healthz`, `/readyz` and `/metrics` alone, for a port of their own.
+pub fn operations_router(ext: Arc<Extender>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(ext)
 }
 
 /// The extender's routes. Verbs are served at the root and under `/scheduler`
@@ -220,13 +232,16 @@ pub fn router(ext: Arc<Extender>, body_limit: usize) -> Router {
 /// [`router`] with every limit given. A client that stops sending its body gets `408`
 /// after the request timeout and its connection is freed.
 pub fn router_with_limits(ext: Arc<Extender>, limits: Limits) -> Router {
-    let Limits { body_bytes: body_limit, request_timeout } = limits;
-    Router::new()
+    let Limits { body_bytes: body_limit, request_timeout, metrics: with_metrics } = limits;
+    let mut routes = Router::new()
         .merge(verbs())
         .nest("/scheduler", verbs())
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/readyz", get(readyz));
+    if with_metrics {
+        routes = routes.route("/metrics", get(metrics));
+    }
+    routes
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(move |req, next| refuse_oversize(req, next, body_limit)))

@@ -39,6 +39,10 @@ pub struct ExtenderOptions {
     pub managed_resources: Vec<String>,
     /// TLS certificate and key.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// A secure port for `/healthz`, `/livez`, `/readyz` and `/metrics`, with `/metrics`
+    /// for tokens the API server allows (then not served beside the verbs); needs
+    /// cluster access.
+    pub secure: Option<crate::run::secure::SecureServing>,
     /// Request body limit.
     pub max_body_bytes: usize,
     /// A connection must send a request's headers within this time (its first request
@@ -200,6 +204,13 @@ pub async fn serve(
     if !with_cluster && let Some(why) = needs_cluster(&cfg.extenders) {
         return Err(ExtenderError::Unservable(why));
     }
+    if !with_cluster && opts.secure.is_some() {
+        return Err(ExtenderError::Unservable(
+            "--secure-listen checks /metrics tokens with the API server: start the extender with --kubeconfig or \
+             --in-cluster"
+                .into(),
+        ));
+    }
     let mut managed = opts.managed_resources.clone();
     for e in &cfg.extenders {
         for m in &e.managed_resources {
@@ -208,8 +219,10 @@ pub async fn serve(
             }
         }
     }
+    let mut api_client = None;
     let cluster: Option<Arc<dyn ClusterView>> = if with_cluster {
         let client = make_client(opts.kubeconfig.as_deref()).await?;
+        api_client = Some(client.clone());
         let qps = cfg.client_connection.qps.unwrap_or(500.0).max(1.0) as u32;
         let quota = Quota::per_second(NonZeroU32::new(qps).unwrap_or(NonZeroU32::MIN));
         // The engine has no profiles: the extender caches the cluster but queues no pods.
@@ -231,8 +244,19 @@ pub async fn serve(
     info!(listen = %opts.listen, cluster_access = cluster.is_some(), managed = ?managed, "serving the extender");
     let mut ext = Extender::new(profile, cluster, managed);
     ext.max_nodes = opts.max_nodes;
-    let limits = extender::Limits { body_bytes: opts.max_body_bytes, request_timeout: opts.request_timeout };
-    let app = extender::router_with_limits(Arc::new(ext), limits);
+    let ext = Arc::new(ext);
+    let limits = extender::Limits {
+        body_bytes: opts.max_body_bytes,
+        request_timeout: opts.request_timeout,
+        metrics: opts.secure.is_none(),
+    };
+    if let (Some(serving), Some(client)) = (&opts.secure, api_client) {
+        let auth = Arc::new(crate::run::secure::Delegated::new(client));
+        let app = crate::run::secure::router(extender::operations_router(ext.clone()), auth);
+        crate::run::secure::serve(serving, app).await.map_err(|e| ExtenderError::Serve(e.to_string()))?;
+        info!(listen = %serving.listen, "serving HTTPS: /metrics for tokens allowed to get it, health checks open");
+    }
+    let app = extender::router_with_limits(ext, limits);
     let handle = axum_server::Handle::new();
     let h = handle.clone();
     tokio::spawn(async move {

@@ -107,6 +107,17 @@ enum Command {
         /// TLS private key (PEM).
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// HTTPS address for /healthz, /livez, /readyz and /metrics, /metrics for bearer
+        /// tokens the API server authenticates and allows to get it (it is then not served
+        /// beside the verbs). Needs cluster access.
+        #[arg(long)]
+        secure_listen: Option<std::net::SocketAddr>,
+        /// Certificate (PEM) of the secure port; a self-signed one is made without it.
+        #[arg(long, requires = "tls_private_key_file")]
+        tls_cert_file: Option<PathBuf>,
+        /// Private key (PEM) of --tls-cert-file.
+        #[arg(long, requires = "tls_cert_file")]
+        tls_private_key_file: Option<PathBuf>,
         /// Largest accepted request body in bytes.
         #[arg(long, default_value_t = extender::DEFAULT_BODY_LIMIT)]
         max_body_bytes: usize,
@@ -335,6 +346,9 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
             managed_resources,
             tls_cert,
             tls_key,
+            secure_listen,
+            tls_cert_file,
+            tls_private_key_file,
             max_body_bytes,
             header_timeout,
             request_timeout,
@@ -348,6 +362,10 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
                 config,
                 managed_resources,
                 tls: tls_cert.zip(tls_key),
+                secure: secure_listen.map(|listen| scheduler::run::secure::SecureServing {
+                    listen,
+                    cert_and_key: tls_cert_file.zip(tls_private_key_file),
+                }),
                 max_body_bytes,
                 header_timeout,
                 request_timeout,

@@ -55,6 +55,7 @@ async fn managed_devices_are_counted_including_pods_the_extender_bound() {
         config: None,
         managed_resources: vec!["example.com/gpu".into()],
         tls: None,
+        secure: None,
         max_body_bytes: 1 << 20,
         header_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),

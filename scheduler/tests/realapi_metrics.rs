@@ -219,17 +219,10 @@ async fn secure_get(addr: std::net::SocketAddr, path: &str, bearer: Option<Strin
     .unwrap()
 }
 
-/// The secure port, as kube-scheduler's: HTTPS with a self-signed certificate, health
-/// checks open, `/metrics` for a token the API server authenticates and allows to get
-/// it (a service account bound to a ClusterRole with the non-resource URL), 403 for one
-/// it does not allow, 401 without a token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them() {
+/// Tokens of two service accounts: `prometheus`, bound to a ClusterRole that may get the
+/// non-resource URL `/metrics`, and `stranger`, bound to nothing.
+async fn metrics_tokens(client: &kube::Client) -> (String, String) {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-    let Some(p) = plane("the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them").await else {
-        return;
-    };
-    let client = &p.client;
     api::create_namespace(client, "monitoring").await.unwrap();
     let reader = token(client, "monitoring", "prometheus").await;
     let stranger = token(client, "monitoring", "stranger").await;
@@ -259,6 +252,20 @@ async fn the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them() {
     };
     Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &binding).await.unwrap();
 
+    (reader, stranger)
+}
+
+/// The secure port, as kube-scheduler's: HTTPS with a self-signed certificate, health
+/// checks open, `/metrics` for a token the API server authenticates and allows to get
+/// it (a service account bound to a ClusterRole with the non-resource URL), 403 for one
+/// it does not allow, 401 without a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them() {
+    let Some(p) = plane("the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them").await else {
+        return;
+    };
+    let client = &p.client;
+    let (reader, stranger) = metrics_tokens(client).await;
     let secure = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
     let _ours = Ours::start(&p.plane, "custom-scheduler", None, &["--secure-listen", &secure.to_string()]);
     let theirs = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
@@ -291,4 +298,28 @@ async fn the_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them() {
             assert_eq!(ours, kube, "{path} with {who}: ours {ours:?}, kube-scheduler {kube:?}");
         }
     }
+}
+
+/// The extender's secure port: with cluster access and `--secure-listen`, `/metrics` is
+/// served over HTTPS to the token allowed to get it (403 for another), health checks
+/// stay open, and the verbs port no longer serves `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extenders_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them() {
+    let Some(p) = plane("the_extenders_secure_port_serves_metrics_only_to_tokens_allowed_to_get_them").await else {
+        return;
+    };
+    let client = &p.client;
+    let (reader, stranger) = metrics_tokens(client).await;
+    let secure = std::net::SocketAddr::from(([127, 0, 0, 1], testing::free_port().unwrap()));
+    let ext = realapi::OurExtender::start(&p.plane, "extender", true, &["--secure-listen", &secure.to_string()]).await;
+    let (code, body) = wait_for("the extender's secure port", Duration::from_secs(30), || async {
+        secure_get(secure, "/metrics", Some(reader.clone())).await.filter(|(code, _)| *code == 200)
+    })
+    .await;
+    assert_eq!(code, 200);
+    assert!(body.contains("# EOF"), "an OpenMetrics page: {body}");
+    assert_eq!(secure_get(secure, "/metrics", Some(stranger)).await.unwrap().0, 403);
+    assert_eq!(secure_get(secure, "/healthz", None).await.unwrap().0, 200);
+    let plain = realapi::http_status(ext.listen, "/metrics").await.unwrap();
+    assert_eq!(plain.0, 404, "{plain:?}");
 }
