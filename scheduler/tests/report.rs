@@ -146,7 +146,7 @@ fn the_explain_report_shows_every_node_verdict() {
         match failed.get(node) {
             Some(f) => {
                 assert!(cells[2].starts_with("rejected"), "{cells:?}");
-                assert_eq!(cells[3], f["plugin"].as_str().unwrap());
+                assert_eq!(cells[4], f["plugin"].as_str().unwrap());
             }
             None => assert!(cells[2] == "fits" || cells[2] == "selected", "{cells:?}"),
         }
@@ -250,4 +250,83 @@ fn a_timeline_with_quotas_charts_each_quotas_use_against_its_guarantee_and_share
     let doc = parse(&page);
     assert_eq!(select(&doc, "#objects figure.chart").len(), charts.len());
     assert_eq!(select(&doc, "#objects figure.chart polyline").len(), 3 * charts.len());
+}
+
+/// Measures, once the page has loaded at the window's width, where each filter box sits
+/// against its table and whether the node table fits its frame.
+const MEASURE: &str = r#"<script>
+window.addEventListener('load', function () {
+  var out = {width: window.innerWidth, filters: [], nodes: null};
+  document.querySelectorAll('input.filter').forEach(function (f) {
+    var fr = f.getBoundingClientRect(), tr = document.getElementById(f.dataset.table).getBoundingClientRect();
+    out.filters.push({table: f.dataset.table, bottom: fr.bottom, left: fr.left, tableTop: tr.top, tableLeft: tr.left});
+  });
+  var t = document.getElementById('node-table');
+  if (t) {
+    var frame = t.closest('.scroll');
+    var total = Array.from(t.querySelectorAll('th')).find(function (h) { return h.textContent.trim() === 'total'; });
+    var lines = Array.from(t.querySelectorAll('td.node')).map(function (td) {
+      var r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length;
+    });
+    out.nodes = {table: t.getBoundingClientRect().width, frame: frame.clientWidth,
+      totalRight: total.getBoundingClientRect().right, nameLines: Math.max.apply(null, lines)};
+  }
+  var pre = document.createElement('pre'); pre.id = 'layout'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"#;
+
+/// The page laid out by headless Chromium in a window `width` pixels wide.
+fn layout(chrome: &Path, page: &Path, width: u32) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let measured = dir.path().join("measured.html");
+    let text = std::fs::read_to_string(page).unwrap().replace("</body>", &format!("{MEASURE}</body>"));
+    std::fs::write(&measured, text).unwrap();
+    let out = Command::new(chrome)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--virtual-time-budget=5000"])
+        .arg(format!("--window-size={width},900"))
+        .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", measured.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json = dom
+        .split("<pre id=\"layout\">")
+        .nth(1)
+        .and_then(|r| r.split("</pre>").next())
+        .unwrap_or_else(|| panic!("{dom}"));
+    let json = json.replace("&quot;", "\"").replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap()
+}
+
+/// At 1,280 and 1,920 pixels: every filter box sits just above the left edge of its table,
+/// and explain's node table fits its frame with the total column in view and each node
+/// name on one line.
+#[test]
+fn the_reports_fit_a_laptop_and_a_desktop_screen() {
+    let Some(chrome) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo.html");
+    assert!(bin().arg("simulate").arg("--report").arg(&demo).output().unwrap().status.success());
+    let explain = dir.path().join("explain.html");
+    let args = ["explain", "--cluster", "tests/data/cluster-dump.yaml", "--pod", "team-a/trainer", "--report"];
+    assert!(bin().args(args).arg(&explain).output().unwrap().status.success());
+    for width in [1280, 1920] {
+        for page in [&demo, &explain] {
+            let l = layout(&chrome, page, width);
+            let filters = l["filters"].as_array().unwrap();
+            assert!(!filters.is_empty());
+            for f in filters {
+                let gap = f["tableTop"].as_f64().unwrap() - f["bottom"].as_f64().unwrap();
+                let offset = (f["tableLeft"].as_f64().unwrap() - f["left"].as_f64().unwrap()).abs();
+                assert!((0.0..24.0).contains(&gap) && offset <= 2.0, "{width}px: filter of {}: {f}", f["table"]);
+            }
+        }
+        let l = layout(&chrome, &explain, width);
+        let n = &l["nodes"];
+        assert!(n["table"].as_f64().unwrap() <= n["frame"].as_f64().unwrap() + 1.0, "{width}px: {n}");
+        assert!(n["totalRight"].as_f64().unwrap() <= l["width"].as_f64().unwrap(), "{width}px: {n}");
+        assert_eq!(n["nameLines"].as_f64(), Some(1.0), "{width}px: a node name wraps: {n}");
+    }
 }

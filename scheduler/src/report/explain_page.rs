@@ -36,6 +36,19 @@ fn verdict(r: &ExplainReport, node: &str, low: i64, high: i64) -> (&'static str,
     }
 }
 
+/// A plugin's name with a space before each capital after the first, so that a narrow
+/// column header can wrap it: `Node Resources Fit`.
+fn spaced(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if i > 0 && c.is_ascii_uppercase() {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The page. `nodes` lists every node with its zone (empty for none), in cluster order.
 pub fn explain_html(r: &ExplainReport, nodes: &[(String, String)], cluster: &str) -> String {
     let low = r.scores.values().map(|s| s.total).min().unwrap_or(0);
@@ -91,9 +104,10 @@ pub fn explain_html(r: &ExplainReport, nodes: &[(String, String)], cluster: &str
                 table.sortable id="node-table" {
                     thead {
                         tr {
-                            th { "node" } th { "zone" } th { "verdict" } th { "rejected by" } th { "reason" }
-                            @for (p, w) in &plugins { th.num title=(format!("{p}, weight {w}, score 0-100 before weighting")) { (p) " ×" (w) } }
-                            th.num { "total" }
+                            th { "node" } th { "zone" } th { "verdict" } th.num { "total" } th { "rejected by" } th { "reason" }
+                            @for (p, w) in &plugins {
+                                th.num.plugin title=(format!("{p}, weight {w}, score 0-100 before weighting")) { (spaced(p)) " ×" (w) }
+                            }
                         }
                     }
                     tbody {
@@ -102,11 +116,12 @@ pub fn explain_html(r: &ExplainReport, nodes: &[(String, String)], cluster: &str
                             @let failed = r.failed_nodes.get(name);
                             @let scores = r.scores.get(name);
                             tr data-node=(name) {
-                                td { (name) }
+                                td.node { (name) }
                                 td { (zone) }
                                 td class={ "verdict-" (class) } { (words) }
+                                td.num { @if let Some(s) = scores { (s.total) } }
                                 td { @if let Some(f) = failed { (f.plugin) } }
-                                td {
+                                td.reason {
                                     @if let Some(f) = failed {
                                         (f.reasons.join(", "))
                                         @if let Some(d) = &f.detail { span.muted { " (" (d) ")" } }
@@ -115,7 +130,6 @@ pub fn explain_html(r: &ExplainReport, nodes: &[(String, String)], cluster: &str
                                 @for (p, _) in &plugins {
                                     td.num { @if let Some(v) = scores.and_then(|s| s.plugins.get(p.as_str())) { (v) } }
                                 }
-                                td.num { @if let Some(s) = scores { (s.total) } }
                             }
                         }
                     }

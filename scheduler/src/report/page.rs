@@ -28,7 +28,12 @@ table.sortable th[data-dir="asc"]::after { content: " \25B2"; }
 table.sortable th[data-dir="desc"]::after { content: " \25BC"; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .scroll { max-height: 480px; overflow: auto; border: 1px solid #d0d7de; display: inline-block; max-width: 100%; }
-input.filter { margin: 4px 0 8px; padding: 4px 8px; width: 320px; }
+input.filter { display: block; margin: 4px 0 8px; padding: 4px 8px; width: 320px; }
+th.plugin { max-width: 60px; white-space: normal; font-size: 12px; }
+td.node { white-space: nowrap; }
+td.reason { min-width: 150px; max-width: 220px; }
+#nodes .scroll { display: block; }
+#node-table { width: 100%; }
 svg.heatmap text { font-size: 12px; fill: #1b1f23; }
 svg.heatmap text.panel { font-weight: 600; }
 svg.legend text { font-size: 11px; fill: #57606a; }
