@@ -179,7 +179,16 @@ fn the_chart_renders_each_mode() {
     .unwrap();
     assert_eq!(
         check(&docs, 3, "custom-scheduler:v9"),
-        ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service", "ServiceAccount", "ServiceMonitor"]
+        [
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Service",
+            "ServiceAccount",
+            "ServiceMonitor"
+        ]
     );
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
