@@ -670,6 +670,13 @@ mod tests {
         let c = cfg(serde_json::json!({"profiles": [{"plugins": {"filter": {"enabled": [{"name": "NodeMagic"}]}}}]}));
         let err = c.build_profiles().unwrap_err().to_string();
         assert!(err.contains("NodeMagic") && err.contains("unknown plugin"), "{err}");
+        // The known plugins, each once.
+        let known: Vec<&str> = err.split("(known: ").nth(1).unwrap().trim_end_matches(')').split(", ").collect();
+        let mut unique = known.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), known.len(), "{err}");
+        assert!(known.contains(&"NodeResourcesFit") && known.contains(&"CapacityScheduling"), "{err}");
         let c = cfg(
             serde_json::json!({"profiles": [{"pluginConfig": [{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 500}}]}]}),
         );
