@@ -74,29 +74,51 @@ pub fn workload_pods(workload: &Value, flavors: &HashMap<String, Flavor>) -> Res
 }
 
 /// Places `pods` one after another on `snapshot`, each counting those placed before it,
-/// as kube-scheduler would place them: the node of each, or why the first that fits
-/// nowhere does not fit. The pods stay placed in `snapshot`.
+/// as kube-scheduler would place them: the cluster's controllers first make each pod's
+/// claims from its templates, then each pod is judged, put on its node and reserved
+/// there (so the devices one takes are not given to the next). The node of each, or why
+/// the first that fits nowhere does not fit. The pods stay placed in `snapshot`.
 pub fn place_group(profile: &Profile, snapshot: &mut Snapshot, pods: &[PodInfo]) -> Result<Vec<usize>, String> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
     let mut nodes = Vec::with_capacity(pods.len());
     for pod in pods {
-        let ev = evaluate(profile, pod, snapshot, &mut rng, EvaluateOptions::default());
+        let pod = admitted(snapshot, pod);
+        let ev = evaluate(profile, &pod, snapshot, &mut rng, EvaluateOptions::default());
         let Some(i) = ev.selected else {
             let why = ev.failure_message().unwrap_or_else(|| "no node fits".into());
             return Err(format!("pod {} of {}: {why}", nodes.len() + 1, pods.len()));
         };
-        add(snapshot, i, pod);
+        put(profile, snapshot, i, &pod).map_err(|why| format!("pod {} of {}: {why}", nodes.len() + 1, pods.len()))?;
         nodes.push(i);
     }
     Ok(nodes)
 }
 
-fn add(snapshot: &mut Snapshot, i: usize, pod: &PodInfo) {
+/// `pod` as the cluster's controllers leave it before a scheduler sees it: its claims made
+/// from its templates in `snapshot`'s objects.
+fn admitted(snapshot: &mut Snapshot, pod: &PodInfo) -> PodInfo {
+    let mut pod = pod.clone();
+    let objects = Arc::make_mut(&mut snapshot.objects);
+    for owner in algorithms::plugins::registry::OWNERS {
+        owner.admit(objects, &mut pod);
+    }
+    pod
+}
+
+/// Puts `pod` on node `i` and runs the profile's Reserve plugins there.
+fn put(profile: &Profile, snapshot: &mut Snapshot, i: usize, pod: &PodInfo) -> Result<(), String> {
     let mut node = (*snapshot.nodes[i]).clone();
     let mut placed = pod.clone();
     placed.node_name = Some(node.name.clone());
+    let objects = Arc::make_mut(&mut snapshot.objects);
+    for plugin in &profile.reserves {
+        plugin
+            .reserve(objects, &placed, &node)
+            .map_err(|st| format!("running Reserve plugin {:?}: {}", plugin.name(), st.message()))?;
+    }
     node.add_pod(Arc::new(placed));
     put_node(snapshot, i, node);
+    Ok(())
 }
 
 /// Room promised to a Workload the check let through, held until its pods are placed.
@@ -131,8 +153,9 @@ impl Promises {
     }
 
     /// Drops the promises that lapsed or whose pods `snapshot` holds (as many placed as
-    /// promised), then puts the others' pods on `snapshot`, except `except`'s own.
-    pub fn apply(&mut self, snapshot: &mut Snapshot, now: Instant, except: &str) {
+    /// promised), then puts the others' pods on `snapshot` (their claims made and
+    /// reserved under `profile`), except `except`'s own.
+    pub fn apply(&mut self, profile: &Profile, snapshot: &mut Snapshot, now: Instant, except: &str) {
         let placed = owners_placed(snapshot);
         self.held.retain(|_, p| {
             let redeemed = p.owner.as_ref().is_some_and(|o| placed.get(o).copied().unwrap_or(0) >= p.pods.len());
@@ -144,7 +167,15 @@ impl Promises {
             }
             for (pod, node) in &promise.pods {
                 if let Some(&i) = snapshot.index.get(node) {
-                    add(snapshot, i, pod);
+                    let pod = admitted(snapshot, pod);
+                    // What was promised stays counted even where it no longer fits.
+                    if put(profile, snapshot, i, &pod).is_err() {
+                        let mut node = (*snapshot.nodes[i]).clone();
+                        let mut placed = pod;
+                        placed.node_name = Some(node.name.clone());
+                        node.add_pod(Arc::new(placed));
+                        put_node(snapshot, i, node);
+                    }
                 }
             }
         }

@@ -80,11 +80,11 @@ fn promised_room_is_not_given_twice_and_is_freed_when_the_pods_come() {
     // promise is counted.
     let second = workload_pods(&workload("c", 2, "2"), &flavors()).unwrap();
     let mut snap = cluster();
-    promises.apply(&mut snap, now, "team/job-c");
+    promises.apply(&profile, &mut snap, now, "team/job-c");
     assert!(place_group(&profile, &mut snap, &second).is_err());
     // Its own promise does not count against itself.
     let mut snap = cluster();
-    promises.apply(&mut snap, now, "team/job-a");
+    promises.apply(&profile, &mut snap, now, "team/job-a");
     assert!(place_group(&profile, &mut snap, &first).is_ok());
 
     // The first's pods are placed: the promise is redeemed, not counted twice.
@@ -108,10 +108,78 @@ fn promised_room_is_not_given_twice_and_is_freed_when_the_pods_come() {
     let gpu =
         |n: &str| NodeBuilder::new(n).capacity("16", "64Gi", "110").resource(GPU, "4").label("pool", "gpu").build();
     let mut snap = snapshot(&[gpu("g0"), gpu("g1")], &placed);
-    promises.apply(&mut snap, now, "team/job-c");
+    promises.apply(&profile, &mut snap, now, "team/job-c");
     assert!(promises.is_empty());
     // A lapsed promise goes too.
     promises.promise("team/job-a", Vec::new(), now);
-    promises.apply(&mut cluster(), now + PROMISE_TIMEOUT, "");
+    promises.apply(&profile, &mut cluster(), now + PROMISE_TIMEOUT, "");
     assert_eq!(promises.len(), 0);
+}
+
+/// Two nodes with four devices each from a DRA driver, and a claim template for one.
+const DRA_CLUSTER: &str = r#"
+- {apiVersion: v1, kind: Node, metadata: {name: g0, labels: {pool: gpu}},
+   status: {allocatable: {cpu: "16", memory: 64Gi, pods: "110"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: g1, labels: {pool: gpu}},
+   status: {allocatable: {cpu: "16", memory: 64Gi, pods: "110"}}}
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata: {name: gpu}
+  spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaimTemplate
+  metadata: {name: one-gpu, namespace: team}
+  spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu}}]}}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: g0-gpus}
+  spec: {driver: gpu.example.com, nodeName: g0, pool: {name: g0, generation: 1, resourceSliceCount: 1},
+         devices: [{name: gpu-0}, {name: gpu-1}, {name: gpu-2}, {name: gpu-3}]}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: g1-gpus}
+  spec: {driver: gpu.example.com, nodeName: g1, pool: {name: g1, generation: 1, resourceSliceCount: 1},
+         devices: [{name: gpu-0}, {name: gpu-1}, {name: gpu-2}, {name: gpu-3}]}
+"#;
+
+/// A Workload of `count` pods, each with a claim for one device from the template.
+fn dra_workload(job: &str, count: u64) -> Value {
+    json!({
+        "metadata": {"name": format!("job-{job}"), "namespace": "team"},
+        "spec": {"podSets": [{"name": "main", "count": count, "template": {"spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}}}]},
+        "status": {"admission": {"podSetAssignments": [{"name": "main", "count": count, "flavors": {"cpu": "gpu"}}]}},
+    })
+}
+
+fn dra_cluster() -> Snapshot {
+    let values = crate::cluster::parse_documents(DRA_CLUSTER, "dra.yaml").unwrap();
+    let objects = crate::cluster::objects_from_values(values, "dra.yaml").unwrap();
+    crate::cluster::parse_cluster(&objects, "dra.yaml").unwrap().snapshot()
+}
+
+/// Claims made from templates take devices one pod after another: eight pods of one
+/// device each fit the two nodes, a ninth does not; and devices promised to one Workload
+/// are not given to the next.
+#[test]
+fn devices_from_claim_templates_are_counted_pod_by_pod_and_across_promises() {
+    let profile = default_profile("custom-scheduler");
+    let eight = workload_pods(&dra_workload("a", 8), &flavors()).unwrap();
+    let mut snap = dra_cluster();
+    let nodes = place_group(&profile, &mut snap, &eight).unwrap();
+    assert_eq!(nodes.iter().filter(|&&i| snap.nodes[i].name == "g0").count(), 4);
+    let nine = workload_pods(&dra_workload("b", 9), &flavors()).unwrap();
+    let err = place_group(&profile, &mut dra_cluster(), &nine).unwrap_err();
+    assert!(err.starts_with("pod 9 of 9: 0/2 nodes are available"), "{err}");
+    assert!(err.contains("cannot allocate all claims"), "{err}");
+
+    let mut promises = Promises::default();
+    let promised = eight.iter().cloned().zip(nodes.iter().map(|&i| snap.nodes[i].name.clone())).collect();
+    promises.promise("team/job-a", promised, Instant::now());
+    let one = workload_pods(&dra_workload("c", 1), &flavors()).unwrap();
+    let mut snap = dra_cluster();
+    promises.apply(&profile, &mut snap, Instant::now(), "team/job-c");
+    let err = place_group(&profile, &mut snap, &one).unwrap_err();
+    assert!(err.contains("cannot allocate all claims"), "{err}");
 }

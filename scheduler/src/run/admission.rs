@@ -171,7 +171,7 @@ impl Decider<'_> {
             let mut snapshot = algorithms::Snapshot::default();
             st.engine.cache.update_snapshot(&mut snapshot);
             drop(st);
-            promises.apply(&mut snapshot, Instant::now(), &key);
+            promises.apply(&profile, &mut snapshot, Instant::now(), &key);
             let nodes = place_group(&profile, &mut snapshot, &pods)?;
             let named: Vec<String> = nodes.iter().map(|&i| snapshot.nodes[i].name.clone()).collect();
             Ok((pods, named))
