@@ -41,10 +41,11 @@ pub fn workload_pods(workload: &Value, flavors: &HashMap<String, Flavor>) -> Res
     let mut out = Vec::new();
     for set in workload["spec"]["podSets"].as_array().into_iter().flatten() {
         let set_name = set["name"].as_str().unwrap_or("main");
-        let count = set["count"].as_u64().unwrap_or(1);
+        let assigned = assignments.iter().find(|a| a["name"].as_str() == Some(set_name));
+        // Kueue's partial admission runs fewer pods than the pod set asks: as many as assigned.
+        let count = assigned.and_then(|a| a["count"].as_u64()).or_else(|| set["count"].as_u64()).unwrap_or(1);
         let mut spec: PodSpec = serde_json::from_value(set["template"]["spec"].clone())
             .map_err(|e| format!("pod set {set_name}: the pod template cannot be read: {e}"))?;
-        let assigned = assignments.iter().find(|a| a["name"].as_str() == Some(set_name));
         let names = assigned.and_then(|a| a["flavors"].as_object()).into_iter().flatten();
         let mut seen = Vec::new();
         for flavor in names.filter_map(|(_, f)| f.as_str()) {
@@ -165,7 +166,9 @@ impl Promises {
             if key == except {
                 continue;
             }
-            for (pod, node) in &promise.pods {
+            // The pods already placed count as themselves: only the rest of the promise.
+            let arrived = promise.owner.as_ref().and_then(|o| placed.get(o)).copied().unwrap_or(0);
+            for (pod, node) in promise.pods.iter().skip(arrived) {
                 if let Some(&i) = snapshot.index.get(node) {
                     let pod = admitted(snapshot, pod);
                     // What was promised stays counted even where it no longer fits.

@@ -167,6 +167,22 @@ fn assume_if_fits(
     Ok(st.engine.cache.assume(pod, node).is_ok())
 }
 
+/// The entries of a configuration's `extenders` that call this extender: those whose
+/// `urlPrefix` names its port, or every entry when none does (a Service may map ports).
+fn own_entries(
+    extenders: &[algorithms::extender_config::ExtenderConfig],
+    port: u16,
+) -> Vec<algorithms::extender_config::ExtenderConfig> {
+    let port_of = |url: &str| {
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        let host = rest.split('/').next().unwrap_or_default();
+        host.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok())
+    };
+    let ours: Vec<_> =
+        extenders.iter().filter(|e| e.url_prefix.as_deref().and_then(port_of) == Some(port)).cloned().collect();
+    if ours.is_empty() { extenders.to_vec() } else { ours }
+}
+
 /// Why the extenders of a configuration (the one kube-scheduler calls this extender
 /// with) would ask for what only cluster access serves: `bindVerb` (binding) or
 /// `nodeCacheCapable: true` (node names looked up in a cache).
@@ -201,7 +217,7 @@ pub async fn serve(
     profile.permits.clear();
     profile.pre_binds.clear();
     let with_cluster = opts.kubeconfig.is_some() || opts.in_cluster;
-    if !with_cluster && let Some(why) = needs_cluster(&cfg.extenders) {
+    if !with_cluster && let Some(why) = needs_cluster(&own_entries(&cfg.extenders, opts.listen.port())) {
         return Err(ExtenderError::Unservable(why));
     }
     if !with_cluster && opts.secure.is_some() {

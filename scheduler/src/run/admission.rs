@@ -160,21 +160,26 @@ impl Decider<'_> {
                 }
             }
         }
-        let decision = workload_pods(wl, cache).and_then(|pods| {
-            let mut st = shared.lock();
-            let profile = pods
-                .first()
-                .and_then(|p| st.engine.profiles.iter().find(|pr| pr.scheduler_name == p.scheduler_name))
-                .or_else(|| st.engine.profiles.first())
-                .cloned()
-                .ok_or_else(|| "no scheduling profile".to_string())?;
-            let mut snapshot = algorithms::Snapshot::default();
-            st.engine.cache.update_snapshot(&mut snapshot);
-            drop(st);
-            promises.apply(&profile, &mut snapshot, Instant::now(), &key);
-            let nodes = place_group(&profile, &mut snapshot, &pods)?;
-            let named: Vec<String> = nodes.iter().map(|&i| snapshot.nodes[i].name.clone()).collect();
-            Ok((pods, named))
+        // Placing a large group takes a while: off the runtime's workers, so that health,
+        // metrics and watches go on meanwhile.
+        let decision = tokio::task::block_in_place(|| {
+            workload_pods(wl, cache).and_then(|pods| {
+                // A copy of the cache: the scheduling loop's own snapshot is left alone.
+                let (profile, mut snapshot) = {
+                    let st = shared.lock();
+                    let profile = pods
+                        .first()
+                        .and_then(|p| st.engine.profiles.iter().find(|pr| pr.scheduler_name == p.scheduler_name))
+                        .or_else(|| st.engine.profiles.first())
+                        .cloned()
+                        .ok_or_else(|| "no scheduling profile".to_string())?;
+                    (profile, st.engine.cache.full_snapshot())
+                };
+                promises.apply(&profile, &mut snapshot, Instant::now(), &key);
+                let nodes = place_group(&profile, &mut snapshot, &pods)?;
+                let named: Vec<String> = nodes.iter().map(|&i| snapshot.nodes[i].name.clone()).collect();
+                Ok((pods, named))
+            })
         });
         let (verdict, message) = match decision {
             Ok((pods, nodes)) => {

@@ -115,20 +115,31 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut observed = Observed { record: None, at: Instant::now() };
         let mut last_renew: Option<Instant> = None;
+        let mut failing_since: Option<Instant> = None;
+        let mut said: Option<String> = None;
         loop {
             let leading = *tx.borrow();
             let attempt = try_acquire(&api, &cfg, &mut observed).await;
             match &attempt {
-                Ok(_) if failing.borrow().is_some() => {
-                    info!(lease = %format!("{}/{}", cfg.namespace, cfg.name), "leader election works again");
+                Ok(_) => {
+                    if failing.borrow().is_some() || said.is_some() {
+                        info!(lease = %format!("{}/{}", cfg.namespace, cfg.name), "leader election works again");
+                    }
+                    failing_since = None;
+                    said = None;
                     failing.send_replace(None);
                 }
-                Ok(_) => {}
                 Err(e) => {
+                    // A blip does not make the replica unready: only failures that last as
+                    // long as a leader may go without renewing.
                     let why = crate::watch::cause::api(e);
-                    if failing.borrow().as_deref() != Some(why.as_str()) {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if said.as_deref() != Some(why.as_str()) {
                         warn!(lease = %format!("{}/{}", cfg.namespace, cfg.name), error = %why,
-                            "leader election fails; this replica is not ready until it works (retrying quietly)");
+                            "leader election fails; retrying quietly (not ready if it goes on)");
+                        said = Some(why.clone());
+                    }
+                    if since.elapsed() >= cfg.renew_deadline && failing.borrow().as_deref() != Some(why.as_str()) {
                         failing.send_replace(Some(why));
                     }
                 }

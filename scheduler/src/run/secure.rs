@@ -155,14 +155,16 @@ impl Delegated {
 /// Lets a request through only with a token allowed to read its path.
 async fn authorized(State(auth): State<Arc<Delegated>>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from);
+    let token =
+        request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(|v| match v.split_once(' ') {
+            // The scheme is case-insensitive; a credential of another scheme is not one this
+            // port can check, and is refused rather than taken for an anonymous request.
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim().to_string(),
+            _ => String::new(),
+        });
+    if token.as_deref() == Some("") {
+        return (StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response();
+    }
     match auth.decide(token.as_deref(), &path).await {
         Ok(Decision::Allowed) => next.run(request).await,
         Ok(Decision::Unauthenticated) => (StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response(),

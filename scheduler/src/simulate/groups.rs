@@ -7,12 +7,26 @@ use algorithms::PodInfo;
 use algorithms::snapshot::Snapshot;
 use serde_json::json;
 
-/// The measured pods of each group, by group (`namespace/name`).
-pub fn members(pods: &[PodInfo]) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+/// A group's measured pods and the topology key its placement is constrained to.
+#[derive(Debug, Default)]
+pub struct Members {
+    /// The pods' keys.
+    pub pods: Vec<String>,
+    /// The group's topology key, if it has one.
+    pub topology_key: Option<String>,
+}
+
+/// The measured pods of each group, by group (`namespace/name`), with each group's
+/// topology key as `key_of` gives it.
+pub fn members(pods: &[PodInfo], key_of: impl Fn(&PodInfo) -> Option<String>) -> BTreeMap<String, Members> {
+    let mut out: BTreeMap<String, Members> = BTreeMap::new();
     for pod in pods {
         if let Some(group) = crate::gang::group_of(pod) {
-            out.entry(group).or_default().push(pod.key());
+            let m = out.entry(group).or_default();
+            m.pods.push(pod.key());
+            if m.topology_key.is_none() {
+                m.topology_key = key_of(pod);
+            }
         }
     }
     out
@@ -20,21 +34,19 @@ pub fn members(pods: &[PodInfo]) -> BTreeMap<String, Vec<String>> {
 
 /// The groups' outcome: the figures for the JSON report, and the line of the summary.
 pub fn outcome(
-    members: &BTreeMap<String, Vec<String>>,
+    members: &BTreeMap<String, Members>,
     placements: &BTreeMap<String, String>,
     snapshot: &Snapshot,
-    topology_key: Option<&str>,
 ) -> Option<(serde_json::Value, String)> {
     if members.is_empty() {
         return None;
     }
-    let domain_of: HashMap<&str, Option<&str>> = snapshot
-        .nodes
-        .iter()
-        .map(|n| (n.name.as_str(), topology_key.and_then(|k| n.labels.get(k)).map(String::as_str)))
-        .collect();
+    let node_of: HashMap<&str, &algorithms::NodeInfo> =
+        snapshot.nodes.iter().map(|n| (n.name.as_str(), &**n)).collect();
+    let constrained = members.values().filter(|m| m.topology_key.is_some()).count();
     let (mut whole, mut partial, mut none, mut across, mut pods_placed, mut pods) = (0, 0, 0, 0, 0, 0);
-    for keys in members.values() {
+    for m in members.values() {
+        let keys = &m.pods;
         let nodes: Vec<&str> = keys.iter().filter_map(|k| placements.get(k).map(String::as_str)).collect();
         pods += keys.len();
         pods_placed += nodes.len();
@@ -43,21 +55,26 @@ pub fn outcome(
             n if n == keys.len() => whole += 1,
             _ => partial += 1,
         }
-        let domains: BTreeSet<Option<&str>> = nodes.iter().map(|n| domain_of.get(n).copied().flatten()).collect();
-        if topology_key.is_some() && domains.len() > 1 {
-            across += 1;
+        if let Some(key) = &m.topology_key {
+            let domains: BTreeSet<Option<&String>> =
+                nodes.iter().map(|n| node_of.get(n).and_then(|node| node.labels.get(key))).collect();
+            if domains.len() > 1 {
+                across += 1;
+            }
         }
     }
     let mut line = format!(
         "Pod groups: {whole} of {} placed whole, {partial} in part, {none} not placed ({pods_placed} of {pods} member pods placed)",
         members.len()
     );
-    if let Some(key) = topology_key {
-        line.push_str(&format!("; {across} placed across more than one {key} domain"));
+    if constrained > 0 {
+        line.push_str(&format!(
+            "; of the {constrained} with a topology constraint, {across} across more than one domain"
+        ));
     }
     line.push('.');
     let figures = json!({"groups": members.len(), "placedWhole": whole, "placedInPart": partial, "notPlaced": none,
-        "acrossDomains": topology_key.map(|_| across), "memberPods": pods, "memberPodsPlaced": pods_placed});
+        "topologyConstrained": constrained, "acrossDomains": across, "memberPods": pods, "memberPodsPlaced": pods_placed});
     Some((figures, line))
 }
 
@@ -72,7 +89,8 @@ mod tests {
             PodInfo::from_pod(&PodBuilder::new(name).label("scheduling.x-k8s.io/pod-group", group).build()).unwrap()
         };
         let pods = [pod("a0", "a"), pod("a1", "a"), pod("b0", "b"), pod("b1", "b"), pod("c0", "c"), pod("alone", "")];
-        let members = members(&pods[..5]);
+        let members =
+            members(&pods[..5], |p| (p.name.starts_with('a') || p.name.starts_with('b')).then(|| "rack".to_string()));
         assert_eq!(members.len(), 3);
         let rack = |n: &str, r: &str| NodeBuilder::new(n).label("rack", r).build();
         let snap = snapshot(&[rack("n1", "r1"), rack("n2", "r1"), rack("n3", "r2")], &[]);
@@ -80,12 +98,13 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let (figures, line) = outcome(&members, &placed, &snap, Some("rack")).unwrap();
+        let (figures, line) = outcome(&members, &placed, &snap).unwrap();
         assert_eq!(
             line,
-            "Pod groups: 1 of 3 placed whole, 1 in part, 1 not placed (3 of 5 member pods placed); 1 placed across more than one rack domain."
+            "Pod groups: 1 of 3 placed whole, 1 in part, 1 not placed (3 of 5 member pods placed); \
+             of the 2 with a topology constraint, 1 across more than one domain."
         );
         assert_eq!(figures["acrossDomains"], 1);
-        assert!(outcome(&BTreeMap::new(), &placed, &snap, None).is_none());
+        assert!(outcome(&BTreeMap::new(), &placed, &snap).is_none());
     }
 }

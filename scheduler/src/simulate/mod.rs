@@ -351,7 +351,7 @@ pub fn run_streamed(
     if opts.detail {
         pods_by_key.extend(pending.iter().map(|p| (p.key(), Arc::new(p.clone()))));
     }
-    let group_members = groups::members(&pending);
+    let group_members = groups::members(&pending, |p| engine.groups.gang_of(p).and_then(|(_, spec)| spec.topology_key));
     let (churn, mut steady, backlog_pods, timeline) = match stream {
         Stream::Backlog => (None, None, pending, None),
         Stream::Churn(c) => (Some(c), None, pending, None),
@@ -417,8 +417,7 @@ pub fn run_streamed(
     report.never_created = steady.map_or(0, |s| s.remaining());
     if !group_members.is_empty() {
         let snap = engine.cache.full_snapshot();
-        let key = engine.groups.topology_key();
-        if let Some((figures, line)) = groups::outcome(&group_members, &report.placements, &snap, key) {
+        if let Some((figures, line)) = groups::outcome(&group_members, &report.placements, &snap) {
             report.owned.insert("podGroups", figures);
             report.owned_lines.push(line);
         }
