@@ -183,3 +183,34 @@ fn devices_from_claim_templates_are_counted_pod_by_pod_and_across_promises() {
     let err = place_group(&profile, &mut snap, &one).unwrap_err();
     assert!(err.contains("cannot allocate all claims"), "{err}");
 }
+
+/// Kueue's partial admission runs the pods it assigned, not all the pod set asks for.
+#[test]
+fn a_partially_admitted_pod_set_has_the_assigned_count() {
+    let mut wl = workload("a", 4, "1");
+    wl["status"]["admission"]["podSetAssignments"][0]["count"] = json!(2);
+    assert_eq!(workload_pods(&wl, &flavors()).unwrap().len(), 2);
+}
+
+/// A promise whose pods came in part holds room only for the rest.
+#[test]
+fn a_promise_partly_kept_holds_only_the_rest() {
+    let profile = default_profile("custom-scheduler");
+    let now = Instant::now();
+    let first = workload_pods(&workload("a", 2, "3"), &flavors()).unwrap();
+    let mut promises = Promises::default();
+    promises.promise("team/job-a", vec![(first[0].clone(), "g0".into()), (first[1].clone(), "g1".into())], now);
+    // One of the two pods is placed on g0: g0 holds it, g1 the rest of the promise.
+    let mut pod = PodBuilder::new("a-0").namespace("team").req("1", "1Gi").device(GPU, "3").node_name("g0").build();
+    pod.metadata.owner_references = serde_json::from_value(
+        json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "uid": "u", "controller": true}]),
+    )
+    .unwrap();
+    let gpu =
+        |n: &str| NodeBuilder::new(n).capacity("16", "64Gi", "110").resource(GPU, "4").label("pool", "gpu").build();
+    let mut snap = snapshot(&[gpu("g0"), gpu("g1")], &[pod]);
+    promises.apply(&profile, &mut snap, now, "");
+    let on = |name: &str| snap.nodes[snap.index[name]].pods.len();
+    assert_eq!((on("g0"), on("g1")), (1, 1));
+    assert_eq!(promises.len(), 1);
+}
