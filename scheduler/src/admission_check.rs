@@ -80,11 +80,22 @@ pub fn workload_pods(workload: &Value, flavors: &HashMap<String, Flavor>) -> Res
 /// there (so the devices one takes are not given to the next). The node of each, or why
 /// the first that fits nowhere does not fit. The pods stay placed in `snapshot`.
 pub fn place_group(profile: &Profile, snapshot: &mut Snapshot, pods: &[PodInfo]) -> Result<Vec<usize>, String> {
+    place_within(profile, snapshot, pods, None)
+}
+
+/// [`place_group`] on the nodes `within` (indexes into `snapshot`) only.
+fn place_within(
+    profile: &Profile,
+    snapshot: &mut Snapshot,
+    pods: &[PodInfo],
+    within: Option<Arc<Vec<usize>>>,
+) -> Result<Vec<usize>, String> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
     let mut nodes = Vec::with_capacity(pods.len());
+    let opts = EvaluateOptions { within, ..EvaluateOptions::default() };
     for pod in pods {
         let pod = admitted(snapshot, pod);
-        let ev = evaluate(profile, &pod, snapshot, &mut rng, EvaluateOptions::default());
+        let ev = evaluate(profile, &pod, snapshot, &mut rng, opts.clone());
         let Some(i) = ev.selected else {
             let why = ev.failure_message().unwrap_or_else(|| "no node fits".into());
             return Err(format!("pod {} of {}: {why}", nodes.len() + 1, pods.len()));
@@ -93,6 +104,52 @@ pub fn place_group(profile: &Profile, snapshot: &mut Snapshot, pods: &[PodInfo])
         nodes.push(i);
     }
     Ok(nodes)
+}
+
+/// The pod template annotation naming a node label whose one domain (one value) must hold
+/// all of a Workload's pods; the check then pins the pods there with `podSetUpdates`.
+pub const TOPOLOGY_ANNOTATION: &str = "custom-scheduler.x-k8s.io/placement-topology";
+
+/// The label key a Workload's pod sets ask their pods to share a domain of, if any.
+pub fn required_topology(workload: &Value) -> Option<String> {
+    workload["spec"]["podSets"]
+        .as_array()?
+        .iter()
+        .find_map(|set| set["template"]["metadata"]["annotations"][TOPOLOGY_ANNOTATION].as_str())
+        .filter(|k| !k.is_empty())
+        .map(String::from)
+}
+
+/// Places `pods` whole inside one domain of the node label `key`, trying the domains in
+/// the order of their values: the nodes and the domain's value, or why no domain holds
+/// them (each domain's reason). `snapshot` holds the placement that succeeded.
+pub fn place_in_one_domain(
+    profile: &Profile,
+    snapshot: &mut Snapshot,
+    pods: &[PodInfo],
+    key: &str,
+) -> Result<(Vec<usize>, String), String> {
+    let mut domains: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, node) in snapshot.nodes.iter().enumerate() {
+        if let Some(v) = node.labels.get(key) {
+            domains.entry(v.clone()).or_default().push(i);
+        }
+    }
+    if domains.is_empty() {
+        return Err(format!("no node has the label {key:?} the pods must share a domain of"));
+    }
+    let mut reasons = Vec::new();
+    for (value, nodes) in domains {
+        let mut trial = snapshot.clone();
+        match place_within(profile, &mut trial, pods, Some(Arc::new(nodes))) {
+            Ok(placed) => {
+                *snapshot = trial;
+                return Ok((placed, value));
+            }
+            Err(why) => reasons.push(format!("{key}={value}: {why}")),
+        }
+    }
+    Err(format!("no {key} domain holds all {} pods: {}", pods.len(), reasons.join("; ")))
 }
 
 /// `pod` as the cluster's controllers leave it before a scheduler sees it: its claims made

@@ -394,3 +394,73 @@ async fn the_admission_check_admits_only_what_can_be_placed() {
     let log = std::fs::read_to_string(ours.process.log()).unwrap();
     assert!(log.contains("deciding Kueue admission checks by placement"), "{log}");
 }
+
+/// The admission check pins a Workload that must share a rack to one that holds it whole:
+/// rack r1 has a running pod, so the check's `podSetUpdates` give the pods a node
+/// selector on rack r2, and every pod is placed there (without it, the emptiest nodes of
+/// both racks would take them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_check_pins_a_group_to_a_rack_that_holds_it() {
+    const RACK: &str = "cloud.example.com/rack";
+    let test = "the_admission_check_pins_a_group_to_a_rack_that_holds_it";
+    let Some(bin) = testing::kueue::kueue_or_skip(test) else { return };
+    let Some(p) = plane(test).await else { return };
+    let client = &p.client;
+    api::create_namespace(client, NS).await.unwrap();
+    let nodes: Vec<_> = ["r1-0", "r1-1", "r2-0", "r2-1"]
+        .iter()
+        .map(|n| NodeBuilder::new(n).capacity("4", "16Gi", "110").label(RACK, &n[..2]).build())
+        .collect();
+    api::create_nodes(client, &nodes, 4).await.unwrap();
+    let running =
+        algorithms::builders::PodBuilder::new("running").namespace(NS).req("3", "1Gi").node_name("r1-0").build();
+    api::create_pod(client, &running).await.unwrap();
+    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
+    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
+    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
+    let _kubelet = realapi::kubelet(client.clone(), NS);
+
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "default"}, "spec": {}}),
+    )
+    .await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+        "metadata": {"name": "placement"},
+        "spec": {"controllerName": scheduler::admission_check::CONTROLLER_NAME}}),
+    )
+    .await;
+    create(client, json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {},
+                 "admissionChecksStrategy": {"admissionChecks": [{"name": "placement"}]},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+                     "resources": [{"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"}]}]}]}})).await;
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
+    )
+    .await;
+
+    let mut train = job("train", 4, "1500m", None);
+    train["spec"]["template"]["metadata"]["annotations"] =
+        json!({scheduler::admission_check::TOPOLOGY_ANNOTATION: RACK});
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.create(&PostParams::default(), &serde_json::from_value(train).unwrap()).await.unwrap();
+    let (_, message) = wait_for("the check to pin the group", Duration::from_secs(60), || async {
+        check_of(client, "train").await.filter(|(s, _)| s == "Ready")
+    })
+    .await;
+    assert!(message.starts_with(&format!("all 4 pods fit in {RACK}=r2")), "{message}");
+    let placed = bound(client, "train", 4).await;
+    assert!(placed.iter().all(|n| n.starts_with("r2-")), "the group left its rack: {placed:?}");
+    let pods = api::pods(client, NS).await.unwrap();
+    for pod in pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("train"))) {
+        let selector = pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+        assert_eq!(selector.get(RACK).map(String::as_str), Some("r2"), "{:?}", pod.metadata.name);
+    }
+}

@@ -214,3 +214,33 @@ fn a_promise_partly_kept_holds_only_the_rest() {
     assert_eq!((on("g0"), on("g1")), (1, 1));
     assert_eq!(promises.len(), 1);
 }
+
+/// A group that must share one rack goes whole to the first rack that holds it.
+#[test]
+fn a_group_that_must_share_a_domain_goes_whole_to_one_that_holds_it() {
+    let profile = default_profile("custom-scheduler");
+    let node = |n: &str, rack: &str| {
+        NodeBuilder::new(n)
+            .capacity("4", "16Gi", "110")
+            .resource(GPU, "4")
+            .label("pool", "gpu")
+            .label("rack", rack)
+            .build()
+    };
+    let nodes = [node("r1-0", "r1"), node("r1-1", "r1"), node("r2-0", "r2"), node("r2-1", "r2")];
+    // r1-0 has one GPU left: r1 cannot hold four pods of two GPUs.
+    let busy = PodBuilder::new("busy").namespace("team").device(GPU, "3").node_name("r1-0").build();
+    let mut wl = workload("a", 4, "2");
+    wl["spec"]["podSets"][0]["template"]["metadata"] = json!({"annotations": {TOPOLOGY_ANNOTATION: "rack"}});
+    assert_eq!(required_topology(&wl).as_deref(), Some("rack"));
+    let pods = workload_pods(&wl, &flavors()).unwrap();
+    let mut snap = snapshot(&nodes, std::slice::from_ref(&busy));
+    let (placed, rack) = place_in_one_domain(&profile, &mut snap, &pods, "rack").unwrap();
+    assert_eq!(rack, "r2");
+    assert!(placed.iter().all(|&i| snap.nodes[i].name.starts_with("r2")), "{placed:?}");
+    // Eight GPUs per pod fit no rack: each rack's reason is given.
+    let big = workload_pods(&workload("b", 2, "5"), &flavors()).unwrap();
+    let err = place_in_one_domain(&profile, &mut snapshot(&nodes, &[busy]), &big, "rack").unwrap_err();
+    assert!(err.starts_with("no rack domain holds all 2 pods: rack=r1: pod 1 of 2:"), "{err}");
+    assert!(err.contains("; rack=r2: pod 1 of 2:"), "{err}");
+}

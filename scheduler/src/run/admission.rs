@@ -7,8 +7,11 @@
 //! doubles with each retry from 5 s up to 5 minutes). What was promised is held
 //! until the Workload's pods are placed, it goes away, or the promise lapses.
 //!
-//! The Workloads and checks are read every [`PERIOD`] rather than watched, and the check
-//! sets no `podSetUpdates`.
+//! A Workload whose pod template names a node label in
+//! [`crate::admission_check::TOPOLOGY_ANNOTATION`] is placed whole inside one domain of
+//! that label, and the check's `podSetUpdates` pin its pod sets there with a node selector.
+//!
+//! The Workloads and checks are read every [`PERIOD`] rather than watched.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -21,7 +24,9 @@ use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use super::shared::Shared;
-use crate::admission_check::{CONTROLLER_NAME, Flavor, Promises, place_group, workload_pods};
+use crate::admission_check::{
+    CONTROLLER_NAME, Flavor, Promises, place_group, place_in_one_domain, required_topology, workload_pods,
+};
 
 /// How often Workloads are looked at.
 pub const PERIOD: Duration = Duration::from_secs(1);
@@ -160,6 +165,7 @@ impl Decider<'_> {
                 }
             }
         }
+        let topology = required_topology(wl);
         // Placing a large group takes a while: off the runtime's workers, so that health,
         // metrics and watches go on meanwhile.
         let decision = tokio::task::block_in_place(|| {
@@ -176,14 +182,29 @@ impl Decider<'_> {
                     (profile, st.engine.cache.full_snapshot())
                 };
                 promises.apply(&profile, &mut snapshot, Instant::now(), &key);
-                let nodes = place_group(&profile, &mut snapshot, &pods)?;
+                let (nodes, pinned) = match &topology {
+                    Some(label) => {
+                        let (nodes, value) = place_in_one_domain(&profile, &mut snapshot, &pods, label)?;
+                        (nodes, Some((label.clone(), value)))
+                    }
+                    None => (place_group(&profile, &mut snapshot, &pods)?, None),
+                };
                 let named: Vec<String> = nodes.iter().map(|&i| snapshot.nodes[i].name.clone()).collect();
-                Ok((pods, named))
+                Ok((pods, named, pinned))
             })
         });
+        let mut updates = Vec::new();
         let (verdict, message) = match decision {
-            Ok((pods, nodes)) => {
-                let message = format!("all {} pods fit: {}", pods.len(), summary(&nodes));
+            Ok((pods, nodes, pinned)) => {
+                let mut message = format!("all {} pods fit: {}", pods.len(), summary(&nodes));
+                if let Some((label, value)) = pinned {
+                    message = format!("all {} pods fit in {label}={value}: {}", pods.len(), summary(&nodes));
+                    // Every pod set is pinned to the domain: Kueue adds the selector to its pods.
+                    for set in wl["spec"]["podSets"].as_array().into_iter().flatten() {
+                        let set_name = set["name"].as_str().unwrap_or("main");
+                        updates.push(json!({"name": set_name, "nodeSelector": {&label: &value}}));
+                    }
+                }
                 promises.promise(&key, pods.into_iter().zip(nodes).collect(), Instant::now());
                 ("Ready", message)
             }
@@ -191,6 +212,9 @@ impl Decider<'_> {
         };
         let mut entry =
             json!({"name": check, "state": verdict, "message": truncate(&message), "lastTransitionTime": now()});
+        if !updates.is_empty() {
+            entry["podSetUpdates"] = json!(updates);
+        }
         if verdict == "Retry" {
             let retries = state["retryCount"].as_u64().unwrap_or(0).min(6) as u32;
             entry["requeueAfterSeconds"] = json!((5u64 << retries).min(300));
