@@ -46,6 +46,33 @@ enum Output {
     Json,
 }
 
+/// The secure port's flags, shared by `run` and `extender`.
+#[derive(clap::Args, Debug)]
+struct SecurePort {
+    /// HTTPS address for /healthz, /livez, /readyz and /metrics (kube-scheduler's secure
+    /// port), /metrics only for bearer tokens the API server authenticates and allows to
+    /// get it. run: 0.0.0.0:10259 unless only --listen is given. extender: off unless
+    /// given; it needs cluster access, and /metrics then leaves the verbs port.
+    #[arg(long)]
+    secure_listen: Option<std::net::SocketAddr>,
+    /// Certificate (PEM) of the secure port; a self-signed one is made without it.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+}
+
+impl SecurePort {
+    /// The secure port at `listen`, with the certificate given.
+    fn serving(self, listen: std::net::SocketAddr) -> scheduler::run::secure::SecureServing {
+        scheduler::run::secure::SecureServing {
+            listen,
+            cert_and_key: self.tls_cert_file.zip(self.tls_private_key_file),
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the scheduler against a Kubernetes API server.
@@ -56,17 +83,8 @@ enum Command {
         /// A KubeSchedulerConfiguration file.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// HTTPS address (kube-scheduler's secure port): /healthz, /livez and /readyz open,
-        /// /metrics for bearer tokens the API server authenticates and allows to get it.
-        /// Default 0.0.0.0:10259 unless only --listen is given.
-        #[arg(long)]
-        secure_listen: Option<std::net::SocketAddr>,
-        /// Certificate (PEM) of the secure port; a self-signed one is made without it.
-        #[arg(long, requires = "tls_private_key_file")]
-        tls_cert_file: Option<PathBuf>,
-        /// Private key (PEM) of --tls-cert-file.
-        #[arg(long, requires = "tls_cert_file")]
-        tls_private_key_file: Option<PathBuf>,
+        #[command(flatten)]
+        secure: SecurePort,
         /// A plain-HTTP address on loopback for /healthz, /livez, /readyz and /metrics, with
         /// no authentication. Given alone, no secure port is served.
         #[arg(long)]
@@ -107,17 +125,8 @@ enum Command {
         /// TLS private key (PEM).
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
-        /// HTTPS address for /healthz, /livez, /readyz and /metrics, /metrics for bearer
-        /// tokens the API server authenticates and allows to get it (it is then not served
-        /// beside the verbs). Needs cluster access.
-        #[arg(long)]
-        secure_listen: Option<std::net::SocketAddr>,
-        /// Certificate (PEM) of the secure port; a self-signed one is made without it.
-        #[arg(long, requires = "tls_private_key_file")]
-        tls_cert_file: Option<PathBuf>,
-        /// Private key (PEM) of --tls-cert-file.
-        #[arg(long, requires = "tls_cert_file")]
-        tls_private_key_file: Option<PathBuf>,
+        #[command(flatten)]
+        secure: SecurePort,
         /// Largest accepted request body in bytes.
         #[arg(long, default_value_t = extender::DEFAULT_BODY_LIMIT)]
         max_body_bytes: usize,
@@ -306,16 +315,14 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
         Command::Run {
             kubeconfig,
             config,
-            secure_listen,
-            tls_cert_file,
-            tls_private_key_file,
+            secure,
             listen,
             leader_elect,
             bind_concurrency,
             identity: id,
             summary_interval,
         } => {
-            let secure_listen = match (secure_listen, listen) {
+            let secure_listen = match (secure.secure_listen, listen) {
                 (Some(addr), _) => Some(addr),
                 (None, None) => Some(std::net::SocketAddr::from(([0, 0, 0, 0], 10259))),
                 (None, Some(_)) => None,
@@ -324,10 +331,7 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
                 kubeconfig,
                 config,
                 listen,
-                secure: secure_listen.map(|listen| scheduler::run::secure::SecureServing {
-                    listen,
-                    cert_and_key: tls_cert_file.zip(tls_private_key_file),
-                }),
+                secure: secure_listen.map(|l| secure.serving(l)),
                 leader_elect,
                 bind_concurrency,
                 identity: identity(id),
@@ -346,9 +350,7 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
             managed_resources,
             tls_cert,
             tls_key,
-            secure_listen,
-            tls_cert_file,
-            tls_private_key_file,
+            secure,
             max_body_bytes,
             header_timeout,
             request_timeout,
@@ -362,10 +364,7 @@ fn dispatch(cmd: Command, gates: FeatureGates) -> Result<()> {
                 config,
                 managed_resources,
                 tls: tls_cert.zip(tls_key),
-                secure: secure_listen.map(|listen| scheduler::run::secure::SecureServing {
-                    listen,
-                    cert_and_key: tls_cert_file.zip(tls_private_key_file),
-                }),
+                secure: secure.secure_listen.map(|l| secure.serving(l)),
                 max_body_bytes,
                 header_timeout,
                 request_timeout,

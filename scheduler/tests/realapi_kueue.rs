@@ -21,6 +21,37 @@ use testing::api::{self, node_of, wait_for};
 const NS: &str = "team";
 const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
+/// What runs beside the control plane in these tests: kube-controller-manager's Job
+/// controller, Kueue, custom-scheduler, and the played kubelet that removes deleted pods.
+struct Beside {
+    _controllers: testing::Process,
+    _kueue: testing::Process,
+    ours: Ours,
+    _kubelet: tokio::task::JoinHandle<()>,
+}
+
+impl Beside {
+    async fn start(p: &realapi::Plane, bin: &std::path::Path) -> Beside {
+        let controllers = &["--controllers=job"];
+        Beside {
+            _controllers: testing::start_controller_manager(&p.plane, "kube-controller-manager", controllers).unwrap(),
+            _kueue: testing::kueue::start_kueue(&p.plane, &p.client, "kueue", bin).await.unwrap(),
+            ours: Ours::start(&p.plane, "custom-scheduler", None, &[]),
+            _kubelet: realapi::kubelet(p.client.clone(), NS),
+        }
+    }
+}
+
+/// The LocalQueue `lq` in the tests' namespace, feeding the ClusterQueue `cq`.
+async fn local_queue(client: &kube::Client) {
+    create(
+        client,
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
+    )
+    .await;
+}
+
 /// Creates any object given as JSON (its kind's plural is its lowercased kind plus `s`).
 async fn create(client: &kube::Client, object: Value) {
     let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
@@ -124,10 +155,7 @@ async fn kueue_admits_within_quota_and_we_place_what_it_admits_on_its_flavor() {
     )
     .await;
 
-    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
-    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
-    let ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
-    let _kubelet = realapi::kubelet(client.clone(), NS);
+    let beside = Beside::start(&p, &bin).await;
 
     create(
         client,
@@ -141,12 +169,7 @@ async fn kueue_admits_within_quota_and_we_place_what_it_admits_on_its_flavor() {
                  "preemption": {"withinClusterQueue": "LowerPriority"},
                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "on-demand",
                      "resources": [{"name": "cpu", "nominalQuota": "4"}, {"name": "memory", "nominalQuota": "16Gi"}]}]}]}})).await;
-    create(
-        client,
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
-    )
-    .await;
+    local_queue(client).await;
 
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     for name in ["a", "b", "c"] {
@@ -197,7 +220,7 @@ async fn kueue_admits_within_quota_and_we_place_what_it_admits_on_its_flavor() {
     let nodes = api::nodes(client).await.unwrap();
     let pods = api::pods(client, NS).await.unwrap();
     assert!(testing::check::placement_errors(&nodes, &pods).is_empty());
-    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    let log = std::fs::read_to_string(beside.ours.process.log()).unwrap();
     assert!(!log.contains("Status {"), "{log}");
 }
 
@@ -226,10 +249,7 @@ async fn kueue_topology_assignments_are_honoured() {
         algorithms::builders::PodBuilder::new("running").namespace(NS).req("3", "1Gi").node_name("r1-0").build();
     api::create_pod(client, &running).await.unwrap();
 
-    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
-    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
-    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
-    let _kubelet = realapi::kubelet(client.clone(), NS);
+    let _beside = Beside::start(&p, &bin).await;
 
     create(
         client,
@@ -249,12 +269,7 @@ async fn kueue_topology_assignments_are_honoured() {
         "spec": {"namespaceSelector": {},
                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "tas",
                      "resources": [{"name": "cpu", "nominalQuota": "100"}, {"name": "memory", "nominalQuota": "400Gi"}]}]}]}})).await;
-    create(
-        client,
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
-    )
-    .await;
+    local_queue(client).await;
 
     let mut train = job("train", 4, "2", None);
     train["spec"]["template"]["metadata"]["annotations"] = json!({"kueue.x-k8s.io/podset-required-topology": RACK});
@@ -322,10 +337,7 @@ async fn the_admission_check_admits_only_what_can_be_placed() {
         .map(|n| NodeBuilder::new(n).capacity("16", "64Gi", "110").resource(GPU, "4").label("pool", "gpu").build())
         .collect();
     api::create_nodes(client, &nodes, 2).await.unwrap();
-    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
-    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
-    let ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
-    let _kubelet = realapi::kubelet(client.clone(), NS);
+    let beside = Beside::start(&p, &bin).await;
 
     create(
         client,
@@ -351,12 +363,7 @@ async fn the_admission_check_admits_only_what_can_be_placed() {
                                    {"name": GPU, "nominalQuota": "32"}]}]}]}}),
     )
     .await;
-    create(
-        client,
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
-    )
-    .await;
+    local_queue(client).await;
 
     let gpu_job = |name: &str, pods: i32, gpus: &str| {
         let mut j = job(name, pods, "1", None);
@@ -391,7 +398,7 @@ async fn the_admission_check_admits_only_what_can_be_placed() {
     let placed = bound(client, "pair", 2).await;
     assert!(placed.iter().all(|n| n.starts_with('g')), "{placed:?}");
     assert!(suspended(client, "huge").await);
-    let log = std::fs::read_to_string(ours.process.log()).unwrap();
+    let log = std::fs::read_to_string(beside.ours.process.log()).unwrap();
     assert!(log.contains("deciding Kueue admission checks by placement"), "{log}");
 }
 
@@ -415,10 +422,7 @@ async fn the_admission_check_pins_a_group_to_a_rack_that_holds_it() {
     let running =
         algorithms::builders::PodBuilder::new("running").namespace(NS).req("3", "1Gi").node_name("r1-0").build();
     api::create_pod(client, &running).await.unwrap();
-    let _kcm = testing::start_controller_manager(&p.plane, "kube-controller-manager", &["--controllers=job"]).unwrap();
-    let _kueue = testing::kueue::start_kueue(&p.plane, client, "kueue", &bin).await.unwrap();
-    let _ours = Ours::start(&p.plane, "custom-scheduler", None, &[]);
-    let _kubelet = realapi::kubelet(client.clone(), NS);
+    let _beside = Beside::start(&p, &bin).await;
 
     create(
         client,
@@ -439,12 +443,7 @@ async fn the_admission_check_pins_a_group_to_a_rack_that_holds_it() {
                  "admissionChecksStrategy": {"admissionChecks": [{"name": "placement"}]},
                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
                      "resources": [{"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"}]}]}]}})).await;
-    create(
-        client,
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"}}),
-    )
-    .await;
+    local_queue(client).await;
 
     let mut train = job("train", 4, "1500m", None);
     train["spec"]["template"]["metadata"]["annotations"] =
