@@ -175,7 +175,7 @@ async fn our_metrics_are_kube_schedulers_families() {
     };
     let (kube_points, our_points) = (points(&kube_page), points(&our_page));
     println!("extension points timed: kube-scheduler {kube_points:?}, ours {our_points:?}");
-    // Filter, PreScore and Score run fused per node here (the README says so).
+    // Filter, PreScore and Score run fused per node here (docs/architecture.md says so).
     let fused: BTreeSet<String> = ["Filter", "PreScore", "Score"].iter().map(|s| s.to_string()).collect();
     let untimed: Vec<&String> = kube_points.difference(&our_points).filter(|p| !fused.contains(*p)).collect();
     assert!(untimed.is_empty(), "extension points kube-scheduler times and ours does not: {untimed:?}");
