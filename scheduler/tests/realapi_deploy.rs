@@ -273,3 +273,85 @@ async fn moved_to_another_namespace_the_scheduler_takes_its_lease_there_and_sche
     let log = std::fs::read_to_string(stray.log()).unwrap();
     assert_eq!(log.matches("leader election fails").count(), 1, "{log}");
 }
+
+/// The container image's whole file system, as `deploy/image-rootfs.sh` lays it out for
+/// the Dockerfile's empty base (the binary, the libraries it loads, the CA bundle, a
+/// passwd entry): the scheduler runs in it alone, as the unprivileged user 65532, reaches
+/// the API server over TLS and binds a pod. `chroot` stands in for the container runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_file_system_alone_runs_the_scheduler() {
+    let test = "the_image_file_system_alone_runs_the_scheduler";
+    let Some(p) = plane(test).await else {
+        return;
+    };
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        println!("{test}: skipped: chroot needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("rootfs");
+    let out = std::process::Command::new("../deploy/image-rootfs.sh").arg(realapi::BIN).arg(&root).output().unwrap();
+    assert!(out.status.success(), "image-rootfs.sh: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Nothing beyond the binary, the loader and libraries, and the few files under /etc.
+    let mut files = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path.strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.sort();
+    assert!(files.iter().any(|f| f.contains("libc.so")), "{files:?}");
+    assert!(files.iter().any(|f| f.contains("ld-linux")), "{files:?}");
+    for f in &files {
+        assert!(
+            f == "custom-scheduler" || f.starts_with("lib") || f.starts_with("etc/"),
+            "unexpected file {f} in the image: {files:?}"
+        );
+    }
+
+    let etc = root.join("etc/custom-scheduler");
+    std::fs::create_dir_all(&etc).unwrap();
+    // The kubeconfig names its CA by a path: the copy names the CA's copy in the image.
+    let kubeconfig: Value = serde_yaml::from_str(&std::fs::read_to_string(p.plane.kubeconfig()).unwrap()).unwrap();
+    let ca = kubeconfig["clusters"][0]["cluster"]["certificate-authority"].as_str().unwrap().to_string();
+    std::fs::copy(&ca, etc.join("ca.crt")).unwrap();
+    let text = std::fs::read_to_string(p.plane.kubeconfig()).unwrap().replace(&ca, "/etc/custom-scheduler/ca.crt");
+    std::fs::write(etc.join("kubeconfig"), text).unwrap();
+    for f in ["kubeconfig", "ca.crt"] {
+        std::fs::set_permissions(etc.join(f), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    }
+    std::fs::write(
+        etc.join("config.yaml"),
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+         leaderElection:\n  leaderElect: false\nprofiles:\n  - schedulerName: custom-scheduler\n",
+    )
+    .unwrap();
+    let client = &p.client;
+    let node = algorithms::builders::NodeBuilder::new("n1").capacity("4", "16Gi", "110").build();
+    testing::api::create_node(client, &node).await.unwrap();
+    let pod = algorithms::builders::PodBuilder::new("p").scheduler("custom-scheduler").build();
+    testing::api::create_pod(client, &pod).await.unwrap();
+
+    let mut cmd = std::process::Command::new("chroot");
+    cmd.arg("--userspec=65532:65532").arg(&root).args([
+        "/custom-scheduler",
+        "run",
+        "--config",
+        "/etc/custom-scheduler/config.yaml",
+        "--kubeconfig",
+        "/etc/custom-scheduler/kubeconfig",
+        "--listen",
+        &format!("127.0.0.1:{}", testing::free_port().unwrap()),
+    ]);
+    cmd.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    let _scheduler = testing::Process::spawn("image", cmd, &p.plane.dir().join("image.log")).unwrap();
+    testing::api::wait_bound(client, "default", 1, std::time::Duration::from_secs(60)).await;
+}
