@@ -313,6 +313,7 @@ fn run_search(
             deadline: plan.timeout.map(|t| std::time::Instant::now() + t),
             steps: 0,
             timed_out: false,
+            over_limit: false,
             taking: Vec::new(),
             counters: Vec::new(),
             sharing: Default::default(),
@@ -471,6 +472,10 @@ struct Search<'a> {
     chosen: Vec<Vec<usize>>,
     /// Devices taken against each slot of the plan's budget.
     spent: Vec<i64>,
+    /// The last failure was the claim's limit of [`MAX_RESULTS`] devices: the number of
+    /// devices taken before it, not which ones, is at fault, so no other device for the
+    /// same alternative can help (kube-scheduler backs up to another sub-request then).
+    over_limit: bool,
 }
 
 impl Search<'_> {
@@ -547,12 +552,24 @@ impl Search<'_> {
     fn request(&mut self, c: usize, r: usize) -> Result<bool, String> {
         let claims = self.claims;
         let claim = &claims[c];
-        let Some(request) = claim.requests.get(r) else { return self.claim(c + 1) };
+        let Some(request) = claim.requests.get(r) else {
+            // Another claim's limit is not this claim's: other devices here may still help.
+            let done = self.claim(c + 1)?;
+            self.over_limit = false;
+            return Ok(done);
+        };
+        // Whether every alternative failed on the claim's limit alone.
+        let mut all_over = !request.alternatives.is_empty();
         for (a, alt) in request.alternatives.iter().enumerate() {
             self.chosen[c][r] = a;
+            self.over_limit = false;
             let done = match alt.mode {
                 Mode::Count(n) => {
-                    if self.picks[c].len() + n as usize > MAX_RESULTS || !self.spend(c, r, a, n as i64) {
+                    if self.picks[c].len() + n as usize > MAX_RESULTS {
+                        continue;
+                    }
+                    if !self.spend(c, r, a, n as i64) {
+                        all_over = false;
                         continue;
                     }
                     let done = self.pick(c, r, a, n as usize, 0)?;
@@ -566,7 +583,9 @@ impl Search<'_> {
             if done {
                 return Ok(true);
             }
+            all_over &= self.over_limit;
         }
+        self.over_limit = all_over;
         Ok(false)
     }
 
@@ -593,7 +612,11 @@ impl Search<'_> {
                 return Ok(true);
             }
             self.untake(c);
+            if self.over_limit {
+                return Ok(false);
+            }
         }
+        self.over_limit = false;
         Ok(false)
     }
 
@@ -611,7 +634,8 @@ impl Search<'_> {
                 wanted.push(k);
             }
         }
-        if wanted.is_empty() || self.picks[c].len() + wanted.len() > MAX_RESULTS {
+        self.over_limit = !wanted.is_empty() && self.picks[c].len() + wanted.len() > MAX_RESULTS;
+        if wanted.is_empty() || self.over_limit {
             return Ok(false);
         }
         let counted = if alt.admin_access { 0 } else { wanted.len() as i64 };
@@ -634,6 +658,9 @@ impl Search<'_> {
         }
         if ok && self.request(c, r + 1)? {
             return Ok(true);
+        }
+        if !ok {
+            self.over_limit = false;
         }
         for _ in 0..taken {
             self.untake(c);

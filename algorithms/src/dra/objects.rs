@@ -423,6 +423,8 @@ pub struct Alternative {
     pub admin_access: bool,
     /// The device taints it tolerates.
     pub tolerations: Vec<DeviceToleration>,
+    /// Those tolerations as the claim writes them, copied into each allocation result.
+    pub tolerations_as_written: Vec<api::DeviceToleration>,
     /// Capacity it asks of a device, by the capacity's name (consumable capacity).
     pub capacity: Vec<(String, Amount)>,
 }
@@ -576,6 +578,7 @@ impl Claim {
                     mode,
                     admin_access: e.admin_access == Some(true),
                     tolerations: tolerations(e.tolerations.as_deref()),
+                    tolerations_as_written: e.tolerations.clone().unwrap_or_default(),
                     capacity: capacity_requests(e.capacity.as_ref())
                         .map_err(|m| format!("resourceclaim {namespace}/{name}: request {}: {m}", r.name))?,
                 }]
@@ -591,6 +594,7 @@ impl Claim {
                         mode,
                         admin_access: false,
                         tolerations: tolerations(s.tolerations.as_deref()),
+                        tolerations_as_written: s.tolerations.clone().unwrap_or_default(),
                         capacity: capacity_requests(s.capacity.as_ref()).map_err(|m| {
                             format!("resourceclaim {namespace}/{name}: request {}/{}: {m}", r.name, s.name)
                         })?,

@@ -924,8 +924,10 @@ fn devices_with_binding_conditions_are_allocated_with_them_when_the_gates_are_on
     assert!(matches!(allocate(&st, "node-1", &labels, &claims, off), Ok(Outcome::Unschedulable(None))));
 }
 
+mod choices;
 mod consumable;
 mod partitionable;
+mod search;
 
 /// Filter's answers are remembered from one pod to the next (pods from one template ask
 /// the same): an answer holds only while nobody takes or frees a device of the node's

@@ -28,7 +28,7 @@ pub fn pod_claims(pod: &PodInfo, dra: &DraState) -> Result<Vec<Arc<Claim>>, Stri
         }
         if entry.from_template && !owned_by(claim, pod) {
             return Err(format!(
-                "ResourceClaim {key} was not created for pod {}/{} (pod is not owner)",
+                "ResourceClaim {key} was not created for Pod {}/{} (Pod is not owner)",
                 pod.namespace, pod.name
             ));
         }

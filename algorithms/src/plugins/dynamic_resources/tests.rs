@@ -170,7 +170,7 @@ fn claims_that_are_missing_deleted_or_foreign_reject_the_pod() {
     let snap = build(World { claims: vec![foreign], ..Default::default() });
     assert_eq!(
         messages(&filter(&plugin, &pod_info(pod()), &snap)),
-        vec![format!("ResourceClaim default/{CLAIM} was not created for pod default/my-pod (pod is not owner)")]
+        vec![format!("ResourceClaim default/{CLAIM} was not created for Pod default/my-pod (Pod is not owner)")]
     );
 }
 
