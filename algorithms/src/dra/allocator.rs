@@ -393,6 +393,17 @@ fn too_few_free(state: &DraState, pools: &[Pool], claims: &[Arc<Claim>]) -> bool
         return false;
     }
     let free: usize = pools.iter().map(|p| p.size.saturating_sub(state.held_in_pool(p.key) as usize)).sum();
+    if free >= need {
+        return false;
+    }
+    // A pool's held devices may include ones its slices no longer publish (a claim still
+    // holding a device that went away): count the free ones themselves before concluding.
+    let free = pools
+        .iter()
+        .flat_map(|p| p.slices.iter())
+        .flat_map(|s| s.devices.iter())
+        .filter(|d| state.holders(&d.id) == 0)
+        .count();
     free < need
 }
 

@@ -493,6 +493,7 @@ fn post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go() {
 }
 
 mod extended;
+mod table;
 
 /// The DRA writes among `writes`.
 pub(super) fn dra_writes(writes: &[ApiWrite]) -> Vec<DraWrite> {
