@@ -91,9 +91,10 @@ fn answered(claim: &Claim, chosen: &[usize]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The configuration of an allocation: the classes' (per class, the requests using it),
-/// then the claim's (those naming a request or the chosen alternative); a list naming
-/// every request is cleared (empty means all).
+/// The configuration of an allocation, as kube-scheduler writes it: the classes' (each
+/// class's once, naming every request that used the class), then the claim's: one with no
+/// requests once, and one naming requests once for each request of the claim it names
+/// (by the request's name or the chosen sub-request's), its list as written.
 fn config(state: &DraState, claim: &Claim, chosen: &[usize]) -> Option<Vec<api::DeviceAllocationConfiguration>> {
     let names = answered(claim, chosen);
     let mut out: Vec<api::DeviceAllocationConfiguration> = Vec::new();
@@ -120,22 +121,19 @@ fn config(state: &DraState, claim: &Claim, chosen: &[usize]) -> Option<Vec<api::
     }
     for cfg in claim.api.spec.devices.iter().flat_map(|d| d.config.iter().flatten()) {
         let requests = cfg.requests.clone().unwrap_or_default();
-        let keep = requests.is_empty() || names.iter().any(|(r, alt)| requests.contains(r) || requests.contains(alt));
-        if keep {
-            out.push(api::DeviceAllocationConfiguration {
-                opaque: cfg.opaque.clone(),
-                requests: (!requests.is_empty()).then_some(requests),
-                source: "FromClaim".into(),
-            });
+        let copy = || api::DeviceAllocationConfiguration {
+            opaque: cfg.opaque.clone(),
+            requests: (!requests.is_empty()).then(|| requests.clone()),
+            source: "FromClaim".into(),
+        };
+        if requests.is_empty() {
+            out.push(copy());
+            continue;
         }
-    }
-    for cfg in &mut out {
-        let covers_all = cfg
-            .requests
-            .as_ref()
-            .is_some_and(|list| names.iter().all(|(r, alt)| list.contains(r) || list.contains(alt)));
-        if covers_all {
-            cfg.requests = None;
+        for (r, alt) in &names {
+            if requests.contains(r) || (alt != r && requests.contains(alt)) {
+                out.push(copy());
+            }
         }
     }
     (!out.is_empty()).then_some(out)

@@ -509,9 +509,11 @@ fn configuration_from_classes_and_claims_is_copied() {
     assert_eq!(
         summary,
         vec![
-            ("FromClass".into(), None, "class".into()),
+            ("FromClass".into(), Some(vec!["req-0".into(), "req-1".into()]), "class".into()),
             ("FromClaim".into(), Some(vec!["req-0".into()]), "for-0".into()),
-            ("FromClaim".into(), None, "for-all".into()),
+            // Once for each request it names, as kube-scheduler copies it.
+            ("FromClaim".into(), Some(vec!["req-0".into(), "req-1".into()]), "for-all".into()),
+            ("FromClaim".into(), Some(vec!["req-0".into(), "req-1".into()]), "for-all".into()),
         ]
     );
 }

@@ -691,3 +691,66 @@ fn kube_scheduler_binding_condition_cases() {
         ]
     );
 }
+
+/// Each configuration's source, requests and the value of its parameter `p`.
+fn configs(case: Case) -> Vec<(String, Option<Vec<String>>, String)> {
+    let result = run_full(case).expect("no error").expect("allocated");
+    let config = result[0].devices.as_ref().and_then(|d| d.config.clone()).unwrap_or_default();
+    config
+        .into_iter()
+        .map(|c| {
+            let p = c.opaque.as_ref().and_then(|o| o.parameters.0["p"].as_str().map(String::from)).unwrap_or_default();
+            (c.source, c.requests, p)
+        })
+        .collect()
+}
+
+#[test]
+fn kube_scheduler_configuration_cases() {
+    let opaque = |driver: &str, p: &str| json!({"opaque": {"driver": driver, "parameters": {"p": p}}});
+    let configured =
+        |name: &str, driver: &str, p: &str| with(class(name, driver), &["spec", "config"], json!([opaque(driver, p)]));
+    let strings = |l: &[&str]| Some(l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    // with-class-device-config-with-multiple-request-and-configs
+    let case = Case {
+        classes: vec![configured("class-a", "driver-a", "A"), configured("class-b", "driver-b", "B")],
+        slices: vec![
+            slice("slice-1", on("node-1"), "pool-1", "driver-a", vec![device("device-0"), device("device-1")]),
+            slice("slice-2", on("node-1"), "pool-1", "driver-b", vec![device("device-1")]),
+        ],
+        claims: claim0(vec![exact("req-0", "class-a", 1), exact("req-1", "class-a", 1), exact("req-2", "class-b", 1)]),
+        ..Default::default()
+    };
+    assert_eq!(
+        configs(case),
+        [
+            ("FromClass".to_string(), strings(&["req-0", "req-1"]), "A".to_string()),
+            ("FromClass".to_string(), strings(&["req-2"]), "B".to_string()),
+        ]
+    );
+    // prioritized-list-device-config: only the chosen sub-request's claim configuration.
+    let b_devices =
+        || slice("slice-1", on("node-1"), "pool-1", "driver-b", vec![device("device-1"), device("device-2")]);
+    let listed = || first_available("req-0", vec![sub("subReq-0", "class-a", 1), sub("subReq-1", "class-b", 2)]);
+    let claim_configured = with(
+        claim("claim-0", vec![listed()]),
+        &["spec", "devices", "config"],
+        json!([
+            {"requests": ["req-0/subReq-0"], "opaque": opaque("driver-a", "foo")["opaque"]},
+            {"requests": ["req-0/subReq-1"], "opaque": opaque("driver-b", "bar")["opaque"]},
+        ]),
+    );
+    let case = Case { slices: vec![b_devices()], claims: vec![claim_configured], ..Default::default() };
+    assert_eq!(configs(case), [("FromClaim".to_string(), strings(&["req-0/subReq-1"]), "bar".to_string())]);
+    // prioritized-list-class-config: the chosen sub-request's class.
+    let case = Case {
+        classes: vec![configured("class-a", "driver-a", "foo"), configured("class-b", "driver-b", "bar")],
+        slices: vec![b_devices(), slice("slice-2", on("node-1"), "pool-2", "driver-a", vec![device("device-3")])],
+        claims: claim0(vec![first_available(
+            "req-0",
+            vec![sub("subReq-0", "class-a", 2), sub("subReq-1", "class-b", 2)],
+        )]),
+        ..Default::default()
+    };
+    assert_eq!(configs(case), [("FromClass".to_string(), strings(&["req-0/subReq-1"]), "bar".to_string())]);
+}

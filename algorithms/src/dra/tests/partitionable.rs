@@ -768,3 +768,169 @@ fn nodes_reaching_the_same_devices_share_one_list_and_others_do_not() {
     // A node's labels changing is seen at once.
     assert!(reach("node-1", "region-2").devices.is_empty());
 }
+
+/// kube-scheduler's remaining partitionable cases: the gate off leaves devices without
+/// counters allocatable, per-device node selectors, and partitions with binding conditions.
+#[test]
+fn kube_scheduler_partitionable_cases_with_selectors_and_binding_conditions() {
+    let memory = |q: &str| json!({"counter-set-1": {"memory": q}});
+    // partitionable-devices-disabled-other-device-do-not-consume-counters
+    let case = Case {
+        slices: vec![
+            sliced(
+                "slice-1",
+                on("node-1"),
+                "pool-1",
+                "driver-a",
+                1,
+                2,
+                vec![part("device-1", memory("4Gi")), device("device-2")],
+            ),
+            counters("slice-2", on("node-1"), "pool-1", 2, json!({"counter-set-1": {"memory": "18Gi"}})),
+        ],
+        claims: claim0(vec![exact("req-0", "class-a", 1)]),
+        features: Features { partitionable: false, ..Features::default() },
+        ..Default::default()
+    };
+    assert_eq!(run(case), Ok(one(&["req-0=driver-a/pool-1/device-2"])));
+
+    // partitionable-devices-per-device-node-selection-node-selector
+    let region = json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "region", "operator": "In", "values": ["region-1"]}]}]});
+    let per_device = json!({"perDeviceNodeSelection": true});
+    let case = Case {
+        slices: vec![
+            sliced(
+                "slice-1",
+                per_device.clone(),
+                "pool-1",
+                "driver-a",
+                1,
+                2,
+                vec![with(part("device-1", memory("4Gi")), &["nodeSelector"], region.clone())],
+            ),
+            counters("slice-2", per_device.clone(), "pool-1", 2, json!({"counter-set-1": {"memory": "18Gi"}})),
+        ],
+        claims: claim0(vec![exact("req-0", "class-a", 1)]),
+        ..Default::default()
+    };
+    let result = run_full(case).expect("no error").expect("allocated");
+    assert_eq!(result[0].node_selector, Some(serde_json::from_value(region.clone()).expect("selector")));
+
+    // ...-node-selector-multiple-devices: a device local to the node makes it local.
+    let case = Case {
+        slices: vec![
+            sliced(
+                "slice-1",
+                per_device.clone(),
+                "pool-1",
+                "driver-a",
+                1,
+                2,
+                vec![
+                    with(part("device-1", memory("4Gi")), &["nodeSelector"], region),
+                    with(part("device-2", memory("4Gi")), &["nodeName"], json!("node-1")),
+                    with(part("device-3", memory("4Gi")), &["allNodes"], json!(true)),
+                ],
+            ),
+            counters("slice-2", per_device, "pool-1", 2, json!({"counter-set-1": {"memory": "18Gi"}})),
+            sliced(
+                "slice-3",
+                on("node-1"),
+                "pool-2",
+                "driver-b",
+                1,
+                2,
+                (1..=3).map(|i| part(&format!("device-{i}"), json!({"counter-set-2": {"memory": "4Gi"}}))).collect(),
+            ),
+            with(
+                counters("slice-4", on("node-1"), "pool-2", 2, json!({"counter-set-2": {"memory": "12Gi"}})),
+                &["spec", "driver"],
+                json!("driver-b"),
+            ),
+        ],
+        claims: claim0(vec![exact("req-0", "class-a", 3), exact("req-1", "class-b", 3)]),
+        ..Default::default()
+    };
+    let result = run_full(case).expect("no error").expect("allocated");
+    assert_eq!(result[0].devices.as_ref().and_then(|d| d.results.as_ref()).map(Vec::len), Some(6));
+    assert_eq!(result[0].node_selector, Some(local_selector("node-1")));
+
+    // Partitions with binding conditions keep them, per device.
+    let conditioned = |d: Value, ready: &str, failed: &str| {
+        with(with(d, &["bindingConditions"], json!([ready])), &["bindingFailureConditions"], json!([failed]))
+    };
+    let sized = |name: &str, q: &str| with(part(name, memory(q)), &["capacity"], json!({"memory": {"value": q}}));
+    let case = Case {
+        slices: vec![
+            sliced(
+                "slice-1",
+                on("node-1"),
+                "pool-1",
+                "driver-a",
+                1,
+                2,
+                vec![
+                    conditioned(sized("device-1", "2Gi"), "IsPrepare", "BindingFailed"),
+                    sized("device-2", "2Gi"),
+                    conditioned(sized("device-3", "4Gi"), "IsReady", "BindingTimeout"),
+                ],
+            ),
+            counters("slice-2", on("node-1"), "pool-1", 2, json!({"counter-set-1": {"memory": "8Gi"}})),
+        ],
+        claims: claim0(vec![exact("req-0", "class-a", 3)]),
+        ..Default::default()
+    };
+    let result = run_full(case).expect("no error").expect("allocated");
+    let got: Vec<(String, Option<Vec<String>>)> = result[0]
+        .devices
+        .as_ref()
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.device, r.binding_conditions))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("device-1".to_string(), Some(vec!["IsPrepare".to_string()])),
+            ("device-2".to_string(), None),
+            ("device-3".to_string(), Some(vec!["IsReady".to_string()])),
+        ]
+    );
+    // ...-and-taints: an untolerated taint leaves two devices too few; tolerated, both go.
+    let taint = json!([{"key": "key1", "value": "value1", "effect": "NoSchedule"}]);
+    let tainted_pair = |request: Value| Case {
+        slices: vec![
+            sliced(
+                "slice-1",
+                on("node-1"),
+                "pool-1",
+                "driver-a",
+                1,
+                2,
+                vec![
+                    with(
+                        conditioned(sized("device-1", "4Gi"), "IsPrepare", "BindingFailed"),
+                        &["taints"],
+                        taint.clone(),
+                    ),
+                    sized("device-2", "4Gi"),
+                ],
+            ),
+            counters("slice-2", on("node-1"), "pool-1", 2, json!({"counter-set-1": {"memory": "8Gi"}})),
+        ],
+        claims: claim0(vec![request]),
+        ..Default::default()
+    };
+    assert_eq!(run(tainted_pair(exact("req-0", "class-a", 2))), Ok(None));
+    let toleration = json!([{"key": "key1", "operator": "Exists", "effect": "NoSchedule"}]);
+    let result = run_full(tainted_pair(tolerating(exact("req-0", "class-a", 2), toleration.clone())))
+        .expect("no error")
+        .expect("allocated");
+    let results = result[0].devices.as_ref().and_then(|d| d.results.clone()).unwrap_or_default();
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        assert_eq!(serde_json::to_value(&r.tolerations).expect("json"), toleration, "{}", r.device);
+    }
+    assert!(results[0].binding_conditions.is_some() && results[1].binding_conditions.is_none());
+}
