@@ -22,6 +22,10 @@ pub const CONTROLLER_NAME: &str = "custom-scheduler.x-k8s.io/placement";
 /// How long a promise holds devices and room for a Workload whose pods have not come.
 pub const PROMISE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a Workload that would fit once the running Jobs end is kept `Pending` (its
+/// quota held, decided again as soon as room frees) before it is sent back with `Retry`.
+pub const HOLD_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// What a ResourceFlavor puts on the pods it is assigned to.
 #[derive(Debug, Clone, Default)]
 pub struct Flavor {
@@ -104,6 +108,46 @@ fn place_within(
         nodes.push(i);
     }
     Ok(nodes)
+}
+
+/// Places a Workload's `pods` as the check does: whole in one domain of `topology` when
+/// given (the nodes and the domain's label and value), else as one group anywhere.
+pub fn place_workload(
+    profile: &Profile,
+    snapshot: &mut Snapshot,
+    pods: &[PodInfo],
+    topology: Option<&str>,
+) -> Result<(Vec<usize>, Option<(String, String)>), String> {
+    match topology {
+        Some(label) => {
+            let (nodes, value) = place_in_one_domain(profile, snapshot, pods, label)?;
+            Ok((nodes, Some((label.to_string(), value))))
+        }
+        None => Ok((place_group(profile, snapshot, pods)?, None)),
+    }
+}
+
+/// `snapshot` once the batch work running now has ended: every pod a Job controls taken
+/// off its node (what else runs, and the devices claims hold, stay).
+pub fn without_jobs(snapshot: &Snapshot) -> Snapshot {
+    let mut out = snapshot.clone();
+    for i in 0..out.nodes.len() {
+        let batch: Vec<(String, String)> = out.nodes[i]
+            .pods
+            .iter()
+            .filter(|p| p.controller.as_ref().is_some_and(|(kind, _)| kind == "Job"))
+            .map(|p| (p.namespace.clone(), p.name.clone()))
+            .collect();
+        if batch.is_empty() {
+            continue;
+        }
+        let mut node = (*out.nodes[i]).clone();
+        for (ns, name) in batch {
+            node.remove_pod(&ns, &name);
+        }
+        put_node(&mut out, i, node);
+    }
+    out
 }
 
 /// The pod template annotation naming a node label whose one domain (one value) must hold

@@ -2,16 +2,22 @@
 //! `spec.controllerName` is [`CONTROLLER_NAME`] are marked Active, and each Workload with
 //! quota reserved and such a check `Pending` is placed whole on the scheduler's cache (the
 //! room promised to Workloads let through before included). The check turns `Ready` when
-//! every pod fits, and `Retry` with the reason of the first pod that does not (Kueue then
+//! every pod fits. A Workload that does not fit now but would once the Jobs running now
+//! end stays `Pending` with the reason (its quota kept; it is decided again each round and
+//! goes in as soon as room frees) for up to [`HOLD_TIMEOUT`]. Otherwise, and after that,
+//! `Retry` with the reason of the first pod that does not fit (Kueue then
 //! gives the quota back and tries the Workload again after `requeueAfterSeconds`, which
-//! doubles with each retry from 5 s up to 5 minutes). What was promised is held
+//! doubles with each retry from 5 s up to [`MAX_REQUEUE`]: room that frees up is offered
+//! again soon). What was promised is held
 //! until the Workload's pods are placed, it goes away, or the promise lapses.
 //!
 //! A Workload whose pod template names a node label in
 //! [`crate::admission_check::TOPOLOGY_ANNOTATION`] is placed whole inside one domain of
 //! that label, and the check's `podSetUpdates` pin its pod sets there with a node selector.
 //!
-//! The Workloads and checks are read every [`PERIOD`] rather than watched.
+//! The Workloads and checks are read as soon as a Workload changes (a watch wakes the
+//! loop, a few changes at once read together), when a pod ends while Workloads are held
+//! for room, and at least every [`PERIOD`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -25,11 +31,17 @@ use tracing::{debug, info, warn};
 
 use super::shared::Shared;
 use crate::admission_check::{
-    CONTROLLER_NAME, Flavor, Promises, place_group, place_in_one_domain, required_topology, workload_pods,
+    CONTROLLER_NAME, Flavor, HOLD_TIMEOUT, Promises, place_workload, required_topology, without_jobs, workload_pods,
 };
 
-/// How often Workloads are looked at.
+/// How often Workloads are looked at when none changes.
 pub const PERIOD: Duration = Duration::from_secs(1);
+/// How long a change waits for others before the Workloads are read.
+const GATHER: Duration = Duration::from_millis(50);
+/// The least time between two reads of the Workloads.
+const MIN_ROUND: Duration = Duration::from_millis(200);
+/// The longest a refused Workload waits before Kueue offers it to the check again.
+pub const MAX_REQUEUE: u64 = 30;
 /// The field manager of the check's writes.
 const MANAGER: &str = "custom-scheduler-admission-check";
 
@@ -46,9 +58,21 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
     let flavors: Api<DynamicObject> = Api::all_with(client.clone(), &resource("ResourceFlavor", "resourceflavors"));
     let mut promises = Promises::default();
     let mut said: HashMap<String, (String, String)> = HashMap::new();
+    let mut held: HashMap<String, Instant> = HashMap::new();
     let mut announced = false;
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let mut last_round = Instant::now();
+    tokio::spawn(wake_on_changes(workloads.clone(), changed.clone()));
     loop {
-        tokio::time::sleep(PERIOD).await;
+        tokio::select! {
+            () = tokio::time::sleep(PERIOD) => {}
+            () = changed.notified() => tokio::time::sleep(GATHER).await,
+            // Room that frees matters only to Workloads held for it.
+            () = shared.room_freed.notified(), if !held.is_empty() => tokio::time::sleep(GATHER).await,
+        }
+        // However busy the cluster, rounds are some time apart.
+        tokio::time::sleep(MIN_ROUND.saturating_sub(last_round.elapsed())).await;
+        last_round = Instant::now();
         if shared.stopping() {
             return;
         }
@@ -88,12 +112,34 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             })
             .collect();
         said.retain(|k, _| present.contains(k));
+        held.retain(|k, _| present.contains(k));
         promises.retain(|k| present.contains(k));
         for wl in list {
             let value = serde_json::to_value(&wl).unwrap_or_default();
-            let mut state =
-                Decider { flavors: &flavors, cache: &mut flavor_cache, promises: &mut promises, said: &mut said };
+            let mut state = Decider {
+                flavors: &flavors,
+                cache: &mut flavor_cache,
+                promises: &mut promises,
+                said: &mut said,
+                held: &mut held,
+            };
             state.decide(&client, &shared, &ours, &value).await;
+        }
+    }
+}
+
+/// Wakes the check's loop whenever a Workload changes. While Kueue's kinds are not served
+/// the watch retries with a growing backoff, quietly: the loop's own reads say so.
+async fn wake_on_changes(workloads: Api<DynamicObject>, changed: Arc<tokio::sync::Notify>) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let stream = watcher::watcher(workloads, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => changed.notify_one(),
+            Ok(_) => {}
+            Err(e) => debug!(error = %e, "Kueue's Workloads cannot be watched"),
         }
     }
 }
@@ -131,8 +177,10 @@ struct Decider<'a> {
     flavors: &'a Api<DynamicObject>,
     cache: &'a mut HashMap<String, Flavor>,
     promises: &'a mut Promises,
-    /// The last decision logged per Workload: a repeated one is not logged again.
+    /// The last decision written per Workload: a repeated one is not written or logged again.
     said: &'a mut HashMap<String, (String, String)>,
+    /// Since when each Workload kept `Pending` for room has been held.
+    held: &'a mut HashMap<String, Instant>,
 }
 
 impl Decider<'_> {
@@ -153,6 +201,7 @@ impl Decider<'_> {
             Some("Ready") if reserved => return,
             _ => {
                 promises.release(&key);
+                self.held.remove(&key);
                 return;
             }
         }
@@ -167,31 +216,33 @@ impl Decider<'_> {
         }
         let topology = required_topology(wl);
         // Placing a large group takes a while: off the runtime's workers, so that health,
-        // metrics and watches go on meanwhile.
+        // metrics and watches go on meanwhile. Not placeable now: would it be once the
+        // Jobs running now end?
         let decision = tokio::task::block_in_place(|| {
-            workload_pods(wl, cache).and_then(|pods| {
-                // A copy of the cache: the scheduling loop's own snapshot is left alone.
-                let (profile, mut snapshot) = {
-                    let st = shared.lock();
-                    let profile = pods
-                        .first()
-                        .and_then(|p| st.engine.profiles.iter().find(|pr| pr.scheduler_name == p.scheduler_name))
-                        .or_else(|| st.engine.profiles.first())
-                        .cloned()
-                        .ok_or_else(|| "no scheduling profile".to_string())?;
-                    (profile, st.engine.cache.full_snapshot())
-                };
-                promises.apply(&profile, &mut snapshot, Instant::now(), &key);
-                let (nodes, pinned) = match &topology {
-                    Some(label) => {
-                        let (nodes, value) = place_in_one_domain(&profile, &mut snapshot, &pods, label)?;
-                        (nodes, Some((label.clone(), value)))
-                    }
-                    None => (place_group(&profile, &mut snapshot, &pods)?, None),
-                };
-                let named: Vec<String> = nodes.iter().map(|&i| snapshot.nodes[i].name.clone()).collect();
-                Ok((pods, named, pinned))
-            })
+            let pods = workload_pods(wl, cache).map_err(|e| (e, false))?;
+            // A copy of the cache: the scheduling loop's own snapshot is left alone.
+            let (profile, snapshot) = {
+                let st = shared.lock();
+                let profile = pods
+                    .first()
+                    .and_then(|p| st.engine.profiles.iter().find(|pr| pr.scheduler_name == p.scheduler_name))
+                    .or_else(|| st.engine.profiles.first())
+                    .cloned()
+                    .ok_or_else(|| ("no scheduling profile".to_string(), false))?;
+                (profile, st.engine.cache.full_snapshot())
+            };
+            let mut now = snapshot.clone();
+            promises.apply(&profile, &mut now, Instant::now(), &key);
+            match place_workload(&profile, &mut now, &pods, topology.as_deref()) {
+                Ok((nodes, pinned)) => {
+                    let named: Vec<String> = nodes.iter().map(|&i| now.nodes[i].name.clone()).collect();
+                    Ok((pods, named, pinned))
+                }
+                Err(why) => {
+                    let later = place_workload(&profile, &mut without_jobs(&snapshot), &pods, topology.as_deref());
+                    Err((why, later.is_ok()))
+                }
+            }
         });
         let mut updates = Vec::new();
         let (verdict, message) = match decision {
@@ -206,10 +257,23 @@ impl Decider<'_> {
                     }
                 }
                 promises.promise(&key, pods.into_iter().zip(nodes).collect(), Instant::now());
+                self.held.remove(&key);
                 ("Ready", message)
             }
-            Err(why) => ("Retry", why),
+            // It would fit once running Jobs end: its quota is kept and it is decided again
+            // each round, so that it goes in as soon as room frees.
+            Err((why, true)) if self.held.entry(key.clone()).or_insert_with(Instant::now).elapsed() < HOLD_TIMEOUT => {
+                ("Pending", format!("waiting for room: {why}"))
+            }
+            Err((why, _)) => {
+                self.held.remove(&key);
+                ("Retry", why)
+            }
         };
+        // Said to wait already: not written again each round (its reason stays the first).
+        if verdict == "Pending" && self.said.get(&key).is_some_and(|(v, _)| v == "Pending") {
+            return;
+        }
         let mut entry =
             json!({"name": check, "state": verdict, "message": truncate(&message), "lastTransitionTime": now()});
         if !updates.is_empty() {
@@ -217,7 +281,7 @@ impl Decider<'_> {
         }
         if verdict == "Retry" {
             let retries = state["retryCount"].as_u64().unwrap_or(0).min(6) as u32;
-            entry["requeueAfterSeconds"] = json!((5u64 << retries).min(300));
+            entry["requeueAfterSeconds"] = json!((5u64 << retries).min(MAX_REQUEUE));
         }
         let status = json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": ns},

@@ -73,6 +73,13 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
                             Change::Listed { .. } => {}
                         }
                     }
+                    let ended = |p: &Pod| {
+                        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                        p.metadata.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed"))
+                    };
+                    if matches!(&change, Change::Delete(_)) || matches!(&change, Change::Apply(_, p) if ended(p)) {
+                        shared.room_freed.notify_one();
+                    }
                     match change {
                         Change::Apply(_, p) => guard.apply_pod(&p, now),
                         Change::Delete(key) => guard.delete_pod(&key, now),

@@ -48,6 +48,8 @@ pub struct Shared {
     /// The binding cycles waiting for a write slot and their writes in flight, which
     /// informing writes yield to.
     pub foreground: foreground::Foreground,
+    /// A pod ended or went away: room may have freed (the admission check waits on it).
+    pub room_freed: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -66,6 +68,7 @@ impl Shared {
             extenders: std::sync::OnceLock::new(),
             nominate_before_waiting: AtomicBool::new(true),
             foreground: foreground::Foreground::default(),
+            room_freed: tokio::sync::Notify::new(),
         }
     }
 

@@ -16,6 +16,8 @@ use testing::bind_watch::BindWatch;
 use testing::server_load::ServerLoad;
 use testing::{Assets, ControlPlane, Process, api, backlog, free_port};
 
+#[path = "realapi/kueue_stream.rs"]
+mod kueue_stream;
 #[path = "realapi/sustained.rs"]
 mod sustained;
 
@@ -85,6 +87,48 @@ enum Cmd {
         #[arg(long, default_value = "ours,kube")]
         who: String,
         /// Copy each run's log into this folder.
+        #[arg(long)]
+        logs: Option<PathBuf>,
+    },
+    /// The same stream of rack-constrained GPU Jobs under the real Kueue, with
+    /// custom-scheduler's placement admission check and without it, each on a fresh
+    /// control plane with kube-controller-manager's Job controller. Prints the table.
+    KueueStream {
+        /// The custom-scheduler binary.
+        #[arg(long)]
+        scheduler: PathBuf,
+        /// The Kueue manager binary (`.ci/install-tools` builds it; `KUEUE_BIN` names its folder).
+        #[arg(long)]
+        kueue: PathBuf,
+        /// Racks, and nodes a rack.
+        #[arg(long, default_value_t = 8)]
+        racks: usize,
+        #[arg(long, default_value_t = 8)]
+        nodes_per_rack: usize,
+        /// GPUs a node.
+        #[arg(long, default_value_t = 8)]
+        gpus: u64,
+        /// Jobs, one created every `--interval-ms`.
+        #[arg(long, default_value_t = 150)]
+        jobs: usize,
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// Pods a Job (4 GPUs each), as MIN-MAX.
+        #[arg(long, default_value = "2-16")]
+        pods: String,
+        /// A Job's run time once all its pods are bound, as MIN-MAX seconds.
+        #[arg(long, default_value = "20-60")]
+        life: String,
+        /// Seconds each run is watched from the first Job's creation.
+        #[arg(long, default_value_t = 300)]
+        window: u64,
+        /// Seed of the Jobs' sizes and run times.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Which runs, comma-separated: check, quota.
+        #[arg(long, default_value = "check,quota")]
+        modes: String,
+        /// Copy each run's logs into this folder.
         #[arg(long)]
         logs: Option<PathBuf>,
     },
@@ -182,6 +226,46 @@ fn main() -> Result<()> {
             };
             let whos = runs(&who, None)?;
             rt.block_on(sustained::compare(&scheduler, nodes, &stream, &whos, logs))
+        }
+        Cmd::KueueStream {
+            scheduler,
+            kueue,
+            racks,
+            nodes_per_rack,
+            gpus,
+            jobs,
+            interval_ms,
+            pods,
+            life,
+            window,
+            seed,
+            modes,
+            logs,
+        } => {
+            let range = |s: &str, what: &str| -> Result<(u64, u64)> {
+                let (lo, hi) = s.split_once('-').with_context(|| format!("{what} is MIN-MAX"))?;
+                Ok((lo.trim().parse()?, hi.trim().parse()?))
+            };
+            let stream = kueue_stream::Stream {
+                racks,
+                nodes_per_rack,
+                gpus_per_node: gpus,
+                jobs,
+                interval: Duration::from_millis(interval_ms),
+                pods: range(&pods, "--pods")?,
+                life: range(&life, "--life")?,
+                window: Duration::from_secs(window),
+                seed,
+            };
+            let modes = modes
+                .split(',')
+                .map(|m| match m.trim() {
+                    "check" => Ok(kueue_stream::Mode::Check),
+                    "quota" => Ok(kueue_stream::Mode::Quota),
+                    other => bail!("unknown mode {other:?} (check, quota)"),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            rt.block_on(kueue_stream::compare(&scheduler, &kueue, &stream, &modes, logs))
         }
         Cmd::Compare { scheduler, sizes, timeout, null_concurrency, logs, who } => {
             let nulls = null_concurrency.split(',').map(|c| c.trim().parse()).collect::<Result<Vec<usize>, _>>()?;
