@@ -476,3 +476,180 @@ fn without_the_gate_capacity_requests_are_an_error_and_devices_are_whole() {
     assert_eq!(shares(base(claims_asking(&[None, None]))), Ok(None));
     assert_eq!(shares(base(claims_asking(&[None]))), Ok(each(&[&["req-0=device-1"]])));
 }
+
+/// kube-scheduler's remaining consumable-capacity cases: All with a capacity no device
+/// has, a share through a sub-request, capacity already spent, a device that no longer
+/// allows multiple allocations, and shares of partitionable devices.
+#[test]
+fn kube_scheduler_consumable_capacity_cases_with_lists_and_counters() {
+    let multi = || vec![multi_class(true)];
+    let asking_of = |r: Value, amount: &str| with(r, &["capacity"], json!({"requests": {"capacity-0": amount}}));
+    let sub_asking = |name: &str, amount: Option<&str>| {
+        let s = sub(name, "class-a", 1);
+        match amount {
+            Some(a) => asking_of(s, a),
+            None => s,
+        }
+    };
+    let part = |name: &str, uses: Value, capacity: Value, extra: Value| {
+        let uses: Vec<Value> = uses
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(set, values)| {
+                let values: serde_json::Map<String, Value> =
+                    values.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), json!({"value": v}))).collect();
+                json!({"counterSet": set, "counters": values})
+            })
+            .collect();
+        let mut d =
+            json!({"name": name, "allowMultipleAllocations": true, "consumesCounters": uses, "capacity": capacity});
+        if let (Some(d), Some(x)) = (d.as_object_mut(), extra.as_object()) {
+            d.extend(x.clone());
+        }
+        d
+    };
+    let counter_slice = |sets: Value| {
+        let sets: Vec<Value> = sets
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(set, values)| {
+                let values: serde_json::Map<String, Value> =
+                    values.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), json!({"value": v}))).collect();
+                json!({"name": set, "counters": values})
+            })
+            .collect();
+        json!({"metadata": {"name": "slice-2"}, "spec": {"driver": "driver-a", "nodeName": "node-1",
+            "pool": {"name": "pool-1", "generation": 1, "resourceSliceCount": 2}, "sharedCounters": sets}})
+    };
+    let mem = |q: &str| json!({"counter-set-1": {"memory": q}});
+    let cases: Vec<(&str, Case, Result<Option<Vec<Vec<String>>>, String>)> = vec![
+        (
+            "consumable-capacity-multi-allocatable-device-allocation-mode-all-with-missing-capacity-request",
+            Case {
+                classes: multi(),
+                slices: one_slice(vec![shared("device-1", json!({"capacity-1": cap("1")}))]),
+                claims: claim0(vec![with(all("req-0", "class-a"), &["exactly", "capacity"], json!({"requests": {"capacity-0": "1"}}))]),
+                ..Default::default()
+            },
+            Ok(None),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-subrequest",
+            Case {
+                classes: multi(),
+                slices: one_slice(vec![shared("device-1", json!({"capacity-0": ranged("2")}))]),
+                claims: claim0(vec![first_available(
+                    "req-0",
+                    vec![sub_asking("subReq-0", Some("4")), sub_asking("subReq-1", Some("2")), sub_asking("subReq-2", None)],
+                )]),
+                ..Default::default()
+            },
+            Ok(each(&[&["req-0/subReq-1=device-1+{capacity-0=2}"]])),
+        ),
+        (
+            "consumable-capacity-multi-allocatable-device-with-no-available-consumable-capacity",
+            Case {
+                classes: multi(),
+                slices: one_slice(vec![shared("device-1", json!({"capacity-0": ranged("2")}))]),
+                shared: vec![("device-1", json!({"capacity-0": "2"}))],
+                claims: claim0(vec![asking("req-0", "2")]),
+                ..Default::default()
+            },
+            Ok(None),
+        ),
+        (
+            "allow-multiple-allocations-not-allocate-dedicated-device-which-change-from-multi-allocatable",
+            Case {
+                classes: multi(),
+                slices: one_slice(vec![json!({"name": "device-1", "capacity": {"capacity-0": ranged("2")}})]),
+                shared: vec![("device-1", json!({"capacity-0": "1"}))],
+                claims: claim0(vec![asking("req-0", "1")]),
+                ..Default::default()
+            },
+            Ok(None),
+        ),
+        (
+            "allow-multiple-allocations-with-partitionable-device",
+            Case {
+                classes: multi(),
+                slices: vec![
+                    sliced(
+                        "slice-1",
+                        on("node-1"),
+                        "pool-1",
+                        "driver-a",
+                        1,
+                        2,
+                        vec![
+                            part("device-1", mem("4Gi"), json!({"memory": cap("4Gi")}), json!({})),
+                            part("device-2", mem("6Gi"), json!({"memory": cap("6Gi")}), json!({})),
+                            part("device-3", mem("4Gi"), json!({"memory": cap("4Gi")}), json!({})),
+                        ],
+                    ),
+                    counter_slice(json!({"counter-set-1": {"memory": "8Gi"}})),
+                ],
+                claims: claim0(vec![
+                    exact("req-0", "class-a", 1),
+                    first_available(
+                        "req-1",
+                        ["6Gi", "4Gi"]
+                            .iter()
+                            .enumerate()
+                            .map(|(i, q)| {
+                                with(
+                                    sub(&format!("subReq-{i}"), "class-a", 1),
+                                    &["selectors"],
+                                    json!([{"cel": {"expression": format!("device.capacity[\"driver-a\"].memory.compareTo(quantity(\"{q}\")) >= 0")}}]),
+                                )
+                            })
+                            .collect(),
+                    ),
+                ]),
+                ..Default::default()
+            },
+            Ok(each(&[&["req-0=device-1+{memory=4Gi}", "req-1/subReq-1=device-3+{memory=4Gi}"]])),
+        ),
+        (
+            "allow-multiple-allocations-with-shared-device-counter-cross-cycle",
+            Case {
+                classes: multi(),
+                slices: vec![
+                    sliced(
+                        "slice-1",
+                        on("node-1"),
+                        "pool-1",
+                        "driver-a",
+                        1,
+                        2,
+                        ["a", "b"]
+                            .iter()
+                            .enumerate()
+                            .map(|(i, m)| {
+                                part(
+                                    &format!("device-{}", i + 1),
+                                    json!({"counter-set-1": {"capacity-0": "1"}}),
+                                    json!({"capacity-0": cap("1")}),
+                                    json!({"attributes": {"mode": {"string": m}}}),
+                                )
+                            })
+                            .collect(),
+                    ),
+                    counter_slice(json!({"counter-set-1": {"capacity-0": "1"}})),
+                ],
+                shared: vec![("device-1", json!({"capacity-0": "1"}))],
+                claims: claim0(vec![with(
+                    asking("req-0", "1"),
+                    &["exactly", "selectors"],
+                    json!([{"cel": {"expression": "device.attributes[\"driver-a\"].mode == \"b\""}}]),
+                )]),
+                ..Default::default()
+            },
+            Ok(None),
+        ),
+    ];
+    for (name, case, want) in cases {
+        assert_eq!(shares(case), want, "{name}");
+    }
+}

@@ -46,9 +46,17 @@ pub fn owned_by(claim: &Claim, pod: &PodInfo) -> bool {
 
 pub use crate::dra::pod_uid;
 
-/// Checks the classes of a claim that is still to be allocated.
-pub fn check_classes(claim: &Claim, dra: &DraState) -> Result<(), String> {
+/// Checks the classes of a claim that is still to be allocated, request by request (and
+/// that a request with sub-requests may have them, `prioritized_list` being the gate).
+pub fn check_classes(claim: &Claim, dra: &DraState, prioritized_list: bool) -> Result<(), String> {
     for r in &claim.requests {
+        if r.prioritized && !prioritized_list {
+            return Err(format!(
+                "resource claim {}, request {}: has subrequests, but the DRAPrioritizedList feature is disabled",
+                claim.key(),
+                r.name
+            ));
+        }
         for alt in &r.alternatives {
             if dra.class(&alt.class).is_none() {
                 return Err(format!("request {}: device class {} does not exist", alt.name, alt.class));

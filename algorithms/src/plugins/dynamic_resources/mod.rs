@@ -199,7 +199,8 @@ impl DynamicResources {
                     }
                 }
                 None => {
-                    check_classes(&claim, objects.dra()).map_err(Status::unresolvable)?;
+                    check_classes(&claim, objects.dra(), self.features.prioritized_list)
+                        .map_err(Status::unresolvable)?;
                     state.to_allocate.push(claim);
                 }
             }
@@ -252,20 +253,24 @@ impl DynamicResources {
         if let Some((_, answer)) = lock().get(&key) {
             return answer.clone();
         }
-        let answer = Self::verdict(dra::fits_reached(dra, &reach, claims, plan)).map(|_| ());
+        let answer = Self::verdict(dra::fits_reached(dra, &reach, claims, plan), &node.name).map(|_| ());
         // The entry keeps the devices alive, so that their address names them for the cycle.
         lock().insert(key, (reach, answer.clone()));
         answer
     }
 
+    /// Filter's status for an allocator's outcome on `node`. A search out of time is an
+    /// error, as in kube-scheduler: the pod is retried after a backoff rather than left
+    /// waiting for an event.
     fn verdict(
         outcome: Result<Outcome, String>,
+        node: &str,
     ) -> Result<Vec<k8s_openapi::api::resource::v1::AllocationResult>, Status> {
         match outcome {
             Ok(Outcome::Allocated(a)) => Ok(a),
             Ok(Outcome::Unschedulable(None)) => Err(Status::unresolvable(CANNOT_ALLOCATE)),
             Ok(Outcome::Unschedulable(Some(reason))) => Err(Status::unresolvable(reason)),
-            Ok(Outcome::TimedOut) => Err(Status::unresolvable(TIMED_OUT)),
+            Ok(Outcome::TimedOut) => Err(Status::error(format!("node {node}: {TIMED_OUT}"))),
             Err(e) => Err(Status::error(e)),
         }
     }
@@ -288,7 +293,7 @@ impl DynamicResources {
         } else {
             dra::fits_planned(dra, &node.name, &node.labels, claims, plan)
         };
-        Self::verdict(outcome)
+        Self::verdict(outcome, &node.name)
     }
 
     /// What holds the claims back on the node, when limits (a quota's) do: they would

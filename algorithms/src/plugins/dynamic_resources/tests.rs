@@ -435,7 +435,7 @@ fn a_search_that_runs_out_of_time_reports_the_timeout() {
         ..Default::default()
     };
     let st = filter(&hurried, &p, &snap);
-    assert_eq!((st[0].code, st[0].message()), (Code::UnschedulableAndUnresolvable, TIMED_OUT.to_string()));
+    assert_eq!((st[0].code, st[0].message()), (Code::Error, format!("node worker: {TIMED_OUT}")));
     let unlimited = DynamicResources {
         args: DynamicResourcesArgs { filter_timeout: Duration::ZERO, ..Default::default() },
         ..Default::default()

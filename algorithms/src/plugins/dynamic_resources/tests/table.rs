@@ -436,3 +436,30 @@ fn of_two_claims_with_binding_conditions_only_the_failed_one_is_deallocated() {
     let [DraWrite::Claim(w)] = writes.as_slice() else { panic!("{writes:?}") };
     assert_eq!(w.claim.name, "my-pod-my-resource-2");
 }
+
+#[test]
+fn sub_requests_with_the_prioritized_list_gate_off_are_refused_in_prefilter() {
+    let off = DynamicResources {
+        features: dra::Features { prioritized_list: false, ..Default::default() },
+        ..Default::default()
+    };
+    let listed =
+        json!({"name": "req-1", "firstAvailable": [{"name": "subreq-1", "deviceClassName": "my-resource-class"}]});
+    let mut snap = build(World {
+        slices: vec![worker_slice("worker", json!({}))],
+        claims: vec![pending(listed)],
+        ..Default::default()
+    });
+    let p = pod_info(pod());
+    let pre = off.pre_filter(&p, &snap);
+    assert_eq!(pre.status.code, Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        pre.status.message(),
+        format!(
+            "resource claim default/{CLAIM}, request req-1: has subrequests, but the DRAPrioritizedList feature is disabled"
+        )
+    );
+    let mut rejection = pre.status.clone();
+    rejection.plugin = NAME;
+    assert_eq!(post_filter(&off, &p, &mut snap, Some(rejection)), NO_CLAIMS);
+}
