@@ -164,9 +164,12 @@ pub fn required_topology(workload: &Value) -> Option<String> {
         .map(String::from)
 }
 
-/// Places `pods` whole inside one domain of the node label `key`, trying the domains in
-/// the order of their values: the nodes and the domain's value, or why no domain holds
-/// them (each domain's reason). `snapshot` holds the placement that succeeded.
+/// Places `pods` whole inside one domain of the node label `key`, trying the domains as
+/// the scheduler's own topology-constrained groups do by default: the least free of the
+/// pods' dominant resource first (the device they ask for, else CPU), so that emptier
+/// domains stay whole for larger groups, then by value. The nodes and the domain's value,
+/// or why no domain holds them (each domain's reason). `snapshot` holds the placement
+/// that succeeded.
 pub fn place_in_one_domain(
     profile: &Profile,
     snapshot: &mut Snapshot,
@@ -182,6 +185,20 @@ pub fn place_in_one_domain(
     if domains.is_empty() {
         return Err(format!("no node has the label {key:?} the pods must share a domain of"));
     }
+    let mut asked: Vec<&str> =
+        pods.iter().flat_map(|p| p.requests.requests.scalar.iter().map(|(n, _)| n.as_str())).collect();
+    asked.sort_unstable();
+    asked.dedup();
+    let dominant = asked
+        .into_iter()
+        .find(|r| snapshot.nodes.iter().any(|n| n.allocatable.get(r) > 0))
+        .unwrap_or("cpu")
+        .to_string();
+    let mut domains: Vec<(String, Vec<usize>)> = domains.into_iter().collect();
+    domains.sort_by_cached_key(|(value, nodes)| {
+        let free: i64 = nodes.iter().map(|&i| algorithms::placement::free_on(&snapshot.nodes[i], &dominant)).sum();
+        (free, value.clone())
+    });
     let mut reasons = Vec::new();
     for (value, nodes) in domains {
         let mut trial = snapshot.clone();
