@@ -100,6 +100,8 @@ pub struct Device {
     pub binding_conditions: Vec<String>,
     /// Binding failure conditions.
     pub binding_failure_conditions: Vec<String>,
+    /// `bindsToNode`: an allocation of it is usable on the node it was made for only.
+    pub binds_to_node: bool,
     /// The shared counters it consumes while allocated (partitionable devices).
     pub consumes: Vec<CounterUse>,
     /// Its taints with effect NoSchedule or NoExecute (a `None` taint only informs).
@@ -224,6 +226,7 @@ impl Slice {
                 scope: device_scope,
                 binding_conditions: d.binding_conditions.clone().unwrap_or_default(),
                 binding_failure_conditions: d.binding_failure_conditions.clone().unwrap_or_default(),
+                binds_to_node: d.binds_to_node == Some(true),
             }));
         }
         let counter_sets = spec

@@ -139,11 +139,15 @@ fn config(state: &DraState, claim: &Claim, chosen: &[usize]) -> Option<Vec<api::
     (!out.is_empty()).then_some(out)
 }
 
-/// Where the allocation can be used: the node itself when a device is local to it,
+/// Where the allocation can be used: the node itself when a device is local to it or
+/// binds to the node it is allocated for,
 /// otherwise the slices' (or devices') single-term selectors merged; `None` everywhere.
 fn node_selector(picks: &[&Reachable], node: &str) -> Result<Option<core::NodeSelector>, String> {
     let mut term = core::NodeSelectorTerm::default();
     for p in picks {
+        if p.device.binds_to_node {
+            return Ok(Some(local(node)));
+        }
         let scope = p.device.scope.as_ref().unwrap_or(&p.slice.scope);
         match scope {
             NodeScope::Node(_) => return Ok(Some(local(node))),

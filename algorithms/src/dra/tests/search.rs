@@ -574,3 +574,22 @@ fn kube_scheduler_network_attached_cases() {
     assert_eq!(result[0].devices.as_ref().and_then(|d| d.results.as_ref()).map(Vec::len), Some(2));
     assert_eq!(result[0].node_selector, Some(local_selector("node-1")));
 }
+
+/// kube-scheduler's node-restriction case: a network-attached device that binds to the
+/// node it is allocated for makes the allocation usable there only.
+#[test]
+fn a_device_binding_to_its_node_makes_the_allocation_local() {
+    let planet = json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "planet", "operator": "In", "values": ["earth"]}]}]}});
+    let bound = json!({"name": "device-1", "bindsToNode": true, "bindingConditions": ["IsPrepare"], "bindingFailureConditions": ["BindingFailed"]});
+    let case = |device: Value| Case {
+        slices: vec![slice("slice-1", planet.clone(), "pool-1", "driver-a", vec![device])],
+        claims: claim0(vec![exact("req-0", "class-a", 1)]),
+        ..Default::default()
+    };
+    let result = run_full(case(bound)).expect("no error").expect("allocated");
+    assert_eq!(result[0].node_selector, Some(local_selector("node-1")));
+    // Without it, the slice's selector.
+    let result = run_full(case(device("device-1"))).expect("no error").expect("allocated");
+    let terms = result[0].node_selector.clone().expect("selector").node_selector_terms;
+    assert_eq!(terms[0].match_expressions.as_ref().map(Vec::len), Some(1));
+}

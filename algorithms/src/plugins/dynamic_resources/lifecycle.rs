@@ -173,7 +173,8 @@ impl PreBindPlugin for DynamicResources {
 
     /// Once the API server accepted the writes the pod may be bound, unless a device
     /// declares binding conditions: then it waits for the driver to report them all
-    /// true, and fails on a binding failure condition or the binding timeout.
+    /// true, and fails on a binding failure condition or the binding timeout (from the
+    /// start of the wait, or from the claim's allocation when that is sooner).
     fn check(&self, objects: &ClusterObjects, reserved: &Reserved, _: &NodeInfo, _: &[u64]) -> Progress {
         let Some(r) = reserved.downcast_ref::<Reservation>() else { return Progress::Done };
         if !self.features.binding_conditions {
@@ -186,6 +187,12 @@ impl PreBindPlugin for DynamicResources {
             let current = objects.dra().claim(&w.claim.key()).map_or(&w.claim.api, |c| &c.api);
             match super::binding::readiness(current) {
                 super::binding::Readiness::Ready => {}
+                // The timeout counts from the allocation too, as kube-scheduler's does.
+                super::binding::Readiness::Waiting
+                    if super::binding::timed_out(current, self.args.binding_timeout, super::binding::now()) =>
+                {
+                    return Progress::Failed(format!("device binding timeout: claim={}", w.claim.name));
+                }
                 super::binding::Readiness::Waiting => return Progress::Waiting,
                 super::binding::Readiness::Failed(message) => return Progress::Failed(message),
             }

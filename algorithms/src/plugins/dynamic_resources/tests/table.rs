@@ -463,3 +463,26 @@ fn sub_requests_with_the_prioritized_list_gate_off_are_refused_in_prefilter() {
     rejection.plugin = NAME;
     assert_eq!(post_filter(&off, &p, &mut snap, Some(rejection)), NO_CLAIMS);
 }
+
+#[test]
+fn the_binding_timeout_counts_from_the_allocation_too() {
+    let plugin = DynamicResources::default();
+    let p = pod_naming(&[("my-resource", CLAIM)]);
+    // Allocated 10 s short of the timeout: available, and PreBind waits for the driver.
+    let waiting = conditioned(CLAIM, "some-driver", "req-1", 600 - 10, Some(json!([])));
+    let snap = build(World { claims: vec![waiting.clone()], ..Default::default() });
+    assert_eq!(messages(&filter(&plugin, &p, &snap)), vec!["ok"]);
+    let mut objects = (*snap.objects).clone();
+    let reserved = plugin.reserve(&mut objects, &p, &snap.nodes[0]).expect("reserve").expect("reserved");
+    assert!(matches!(plugin.check(&objects, &reserved, &snap.nodes[0], &[]), Progress::Waiting));
+    // The allocation's timeout passes while it waits (here: the same wait judged with a
+    // timeout the allocation's age already passed): the binding fails.
+    let shorter = DynamicResources {
+        args: DynamicResourcesArgs { binding_timeout: Duration::from_secs(580), ..Default::default() },
+        ..Default::default()
+    };
+    let Progress::Failed(message) = shorter.check(&objects, &reserved, &snap.nodes[0], &[]) else {
+        panic!("the binding should time out")
+    };
+    assert_eq!(message, format!("device binding timeout: claim={CLAIM}"));
+}
