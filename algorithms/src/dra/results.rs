@@ -58,7 +58,6 @@ pub(super) fn result(
                         })
                         .collect()
                 }),
-                ..Default::default()
             }
         })
         .collect();
