@@ -491,38 +491,15 @@ fn kube_scheduler_consumable_capacity_cases_with_lists_and_counters() {
             None => s,
         }
     };
+    // A partition allowing multiple allocations, with its capacities and more fields.
     let part = |name: &str, uses: Value, capacity: Value, extra: Value| {
-        let uses: Vec<Value> = uses
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(set, values)| {
-                let values: serde_json::Map<String, Value> =
-                    values.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), json!({"value": v}))).collect();
-                json!({"counterSet": set, "counters": values})
-            })
-            .collect();
-        let mut d =
-            json!({"name": name, "allowMultipleAllocations": true, "consumesCounters": uses, "capacity": capacity});
+        let mut d = with(with(part(name, uses), &["allowMultipleAllocations"], json!(true)), &["capacity"], capacity);
         if let (Some(d), Some(x)) = (d.as_object_mut(), extra.as_object()) {
             d.extend(x.clone());
         }
         d
     };
-    let counter_slice = |sets: Value| {
-        let sets: Vec<Value> = sets
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(set, values)| {
-                let values: serde_json::Map<String, Value> =
-                    values.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), json!({"value": v}))).collect();
-                json!({"name": set, "counters": values})
-            })
-            .collect();
-        json!({"metadata": {"name": "slice-2"}, "spec": {"driver": "driver-a", "nodeName": "node-1",
-            "pool": {"name": "pool-1", "generation": 1, "resourceSliceCount": 2}, "sharedCounters": sets}})
-    };
+    let counter_slice = |sets: Value| counters("slice-2", on("node-1"), "pool-1", 2, sets);
     let mem = |q: &str| json!({"counter-set-1": {"memory": q}});
     let cases: Vec<(&str, Case, Result<Option<Vec<Vec<String>>>, String>)> = vec![
         (

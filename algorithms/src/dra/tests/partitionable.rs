@@ -7,41 +7,6 @@ use serde_json::{Value, json};
 
 use super::*;
 
-/// A slice publishing counter sets (`sets`: set name to counters and values).
-fn counters(name: &str, node: Value, pool: &str, count: i64, sets: Value) -> Value {
-    let sets: Vec<Value> = sets
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(set, values)| {
-            let values: serde_json::Map<String, Value> =
-                values.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), json!({"value": v}))).collect();
-            json!({"name": set, "counters": values})
-        })
-        .collect();
-    let s = sliced(name, node, pool, "driver-a", 1, count, Vec::new());
-    let mut s = with(s, &["spec", "sharedCounters"], Value::Array(sets));
-    if let Some(spec) = s["spec"].as_object_mut() {
-        spec.remove("devices");
-    }
-    s
-}
-
-/// A device consuming counters (`uses`: set name to counters and amounts).
-fn part(name: &str, uses: Value) -> Value {
-    let uses: Vec<Value> = uses
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(set, values)| {
-            let values: serde_json::Map<String, Value> =
-                values.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), json!({"value": v}))).collect();
-            json!({"counterSet": set, "counters": values})
-        })
-        .collect();
-    json!({"name": name, "consumesCounters": uses})
-}
-
 /// One GPU of 8Gi memory split three ways: whole (8Gi), and two halves (4Gi each).
 fn gpu(node: &str, count: i64) -> Vec<Value> {
     vec![
