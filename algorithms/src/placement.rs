@@ -53,6 +53,16 @@ pub struct PlacementScores {
     pub total: i64,
 }
 
+/// A group's dominant resource: the first extended resource (by name) its pods ask for
+/// that some node of `nodes` offers, else CPU.
+pub fn dominant<'a>(nodes: &[std::sync::Arc<NodeInfo>], pods: impl IntoIterator<Item = &'a PodInfo>) -> String {
+    let mut asked: Vec<&str> =
+        pods.into_iter().flat_map(|p| p.requests.requests.scalar.iter().map(|(n, _)| n.as_str())).collect();
+    asked.sort_unstable();
+    asked.dedup();
+    asked.into_iter().find(|r| nodes.iter().any(|n| n.allocatable.get(r) > 0)).unwrap_or(CPU).to_string()
+}
+
 /// What a pod asks of a resource (CPU in millicores).
 pub fn request(pod: &PodInfo, resource: &str) -> i64 {
     let r = &pod.requests.requests;

@@ -185,15 +185,7 @@ pub fn place_in_one_domain(
     if domains.is_empty() {
         return Err(format!("no node has the label {key:?} the pods must share a domain of"));
     }
-    let mut asked: Vec<&str> =
-        pods.iter().flat_map(|p| p.requests.requests.scalar.iter().map(|(n, _)| n.as_str())).collect();
-    asked.sort_unstable();
-    asked.dedup();
-    let dominant = asked
-        .into_iter()
-        .find(|r| snapshot.nodes.iter().any(|n| n.allocatable.get(r) > 0))
-        .unwrap_or("cpu")
-        .to_string();
+    let dominant = algorithms::placement::dominant(&snapshot.nodes, pods);
     let mut domains: Vec<(String, Vec<usize>)> = domains.into_iter().collect();
     domains.sort_by_cached_key(|(value, nodes)| {
         let free: i64 = nodes.iter().map(|&i| algorithms::placement::free_on(&snapshot.nodes[i], &dominant)).sum();
@@ -226,18 +218,25 @@ fn admitted(snapshot: &mut Snapshot, pod: &PodInfo) -> PodInfo {
 
 /// Puts `pod` on node `i` and runs the profile's Reserve plugins there.
 fn put(profile: &Profile, snapshot: &mut Snapshot, i: usize, pod: &PodInfo) -> Result<(), String> {
-    let mut node = (*snapshot.nodes[i]).clone();
+    let node = &snapshot.nodes[i];
     let mut placed = pod.clone();
     placed.node_name = Some(node.name.clone());
     let objects = Arc::make_mut(&mut snapshot.objects);
     for plugin in &profile.reserves {
         plugin
-            .reserve(objects, &placed, &node)
+            .reserve(objects, &placed, node)
             .map_err(|st| format!("running Reserve plugin {:?}: {}", plugin.name(), st.message()))?;
     }
-    node.add_pod(Arc::new(placed));
-    put_node(snapshot, i, node);
+    settle(snapshot, i, placed);
     Ok(())
+}
+
+/// Adds `pod` to node `i`'s pods (its requests counted there).
+fn settle(snapshot: &mut Snapshot, i: usize, mut pod: PodInfo) {
+    let mut node = (*snapshot.nodes[i]).clone();
+    pod.node_name = Some(node.name.clone());
+    node.add_pod(Arc::new(pod));
+    put_node(snapshot, i, node);
 }
 
 /// Room promised to a Workload the check let through, held until its pods are placed.
@@ -291,11 +290,7 @@ impl Promises {
                     let pod = admitted(snapshot, pod);
                     // What was promised stays counted even where it no longer fits.
                     if put(profile, snapshot, i, &pod).is_err() {
-                        let mut node = (*snapshot.nodes[i]).clone();
-                        let mut placed = pod;
-                        placed.node_name = Some(node.name.clone());
-                        node.add_pod(Arc::new(placed));
-                        put_node(snapshot, i, node);
+                        settle(snapshot, i, pod);
                     }
                 }
             }

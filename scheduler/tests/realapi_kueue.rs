@@ -52,20 +52,9 @@ async fn local_queue(client: &kube::Client) {
     .await;
 }
 
-/// Creates any object given as JSON (its kind's plural is its lowercased kind plus `s`).
+/// Creates any object given as JSON.
 async fn create(client: &kube::Client, object: Value) {
-    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), object["apiVersion"].as_str().unwrap().to_string()),
-    };
-    let gvk = GroupVersionKind::gvk(&group, &version, object["kind"].as_str().unwrap());
-    let resource = ApiResource::from_gvk(&gvk);
-    let obj: DynamicObject = serde_json::from_value(object.clone()).unwrap();
-    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("creating {object}: {e}"));
+    api::create_object(client, &object).await.unwrap_or_else(|e| panic!("creating {object}: {e}"));
 }
 
 /// A Job of `pods` pods of `cpu` each for the local queue `lq`, created suspended with its

@@ -130,3 +130,30 @@ pub async fn wait_bound(client: &Client, namespace: &str, n: usize, timeout: Dur
     })
     .await
 }
+
+/// Creates any object given as JSON, as `kubectl create` would (its kind's plural taken
+/// as the lowercased kind plus `s`), retrying for up to 30 s while its kind is not served
+/// yet (a CRD just installed).
+pub async fn create_object(client: &Client, object: &serde_json::Value) -> Result<(), Error> {
+    use kube::api::DynamicObject;
+    use kube::core::{ApiResource, GroupVersionKind};
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap_or_default());
+    let resource = ApiResource::from_gvk(&gvk);
+    let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(Error::SerdeError)?;
+    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let t = Instant::now();
+    loop {
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => return Ok(()),
+            Err(Error::Api(s)) if s.code == 404 && t.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

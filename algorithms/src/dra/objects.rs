@@ -426,8 +426,6 @@ pub struct Alternative {
     pub admin_access: bool,
     /// The device taints it tolerates.
     pub tolerations: Vec<DeviceToleration>,
-    /// Those tolerations as the claim writes them, copied into each allocation result.
-    pub tolerations_as_written: Vec<api::DeviceToleration>,
     /// Capacity it asks of a device, by the capacity's name (consumable capacity).
     pub capacity: Vec<(String, Amount)>,
 }
@@ -443,39 +441,25 @@ pub struct DeviceTaint {
     pub effect: String,
 }
 
-/// A request's toleration of device taints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceToleration {
-    /// Key; empty matches every key (with `Exists`).
-    pub key: String,
-    /// `Equal` (also when empty) or `Exists`.
-    pub operator: String,
-    /// Value compared with `Equal`.
-    pub value: String,
-    /// Effect; empty matches every effect.
-    pub effect: String,
-}
+/// A request's toleration of device taints, as the claim writes it (allocation results
+/// carry it as it is).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceToleration(pub api::DeviceToleration);
 
 impl DeviceToleration {
-    fn from_api(t: &api::DeviceToleration) -> Self {
-        DeviceToleration {
-            key: t.key.clone().unwrap_or_default(),
-            operator: t.operator.clone().unwrap_or_default(),
-            value: t.value.clone().unwrap_or_default(),
-            effect: t.effect.clone().unwrap_or_default(),
-        }
-    }
-
-    /// Whether it tolerates `taint`, as Kubernetes' `ToleratesTaint` for devices.
+    /// Whether it tolerates `taint`, as Kubernetes' `ToleratesTaint` for devices: an empty
+    /// effect or key matches every one, an empty operator is `Equal`.
     pub fn tolerates(&self, taint: &DeviceTaint) -> bool {
-        if !self.effect.is_empty() && self.effect != taint.effect {
+        let t = &self.0;
+        let (key, effect) = (t.key.as_deref().unwrap_or_default(), t.effect.as_deref().unwrap_or_default());
+        if !effect.is_empty() && effect != taint.effect {
             return false;
         }
-        if !self.key.is_empty() && self.key != taint.key {
+        if !key.is_empty() && key != taint.key {
             return false;
         }
-        match self.operator.as_str() {
-            "" | "Equal" => self.value == taint.value,
+        match t.operator.as_deref().unwrap_or_default() {
+            "" | "Equal" => t.value.as_deref().unwrap_or_default() == taint.value,
             "Exists" => true,
             _ => false,
         }
@@ -490,7 +474,7 @@ impl Alternative {
 }
 
 fn tolerations(list: Option<&[api::DeviceToleration]>) -> Vec<DeviceToleration> {
-    list.unwrap_or_default().iter().map(DeviceToleration::from_api).collect()
+    list.unwrap_or_default().iter().cloned().map(DeviceToleration).collect()
 }
 
 /// A request of a claim: exactly one alternative, or `firstAvailable` sub-requests in
@@ -581,7 +565,6 @@ impl Claim {
                     mode,
                     admin_access: e.admin_access == Some(true),
                     tolerations: tolerations(e.tolerations.as_deref()),
-                    tolerations_as_written: e.tolerations.clone().unwrap_or_default(),
                     capacity: capacity_requests(e.capacity.as_ref())
                         .map_err(|m| format!("resourceclaim {namespace}/{name}: request {}: {m}", r.name))?,
                 }]
@@ -597,7 +580,6 @@ impl Claim {
                         mode,
                         admin_access: false,
                         tolerations: tolerations(s.tolerations.as_deref()),
-                        tolerations_as_written: s.tolerations.clone().unwrap_or_default(),
                         capacity: capacity_requests(s.capacity.as_ref()).map_err(|m| {
                             format!("resourceclaim {namespace}/{name}: request {}/{}: {m}", r.name, s.name)
                         })?,

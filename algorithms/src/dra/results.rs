@@ -44,7 +44,8 @@ pub(super) fn result(
                 pool: d.id.pool.to_string(),
                 device: d.name.clone(),
                 admin_access: alt.admin_access.then_some(true),
-                tolerations: (!alt.tolerations_as_written.is_empty()).then(|| alt.tolerations_as_written.clone()),
+                tolerations: (!alt.tolerations.is_empty())
+                    .then(|| alt.tolerations.iter().map(|t| t.0.clone()).collect()),
                 binding_conditions: (!d.binding_conditions.is_empty()).then(|| d.binding_conditions.clone()),
                 binding_failure_conditions: (!d.binding_conditions.is_empty())
                     .then(|| d.binding_failure_conditions.clone()),

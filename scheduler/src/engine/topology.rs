@@ -118,17 +118,6 @@ fn domains(snapshot: &Snapshot, key: &str) -> Vec<Domain> {
 
 /// The group's dominant resource: the first (by name) device or other scalar resource a
 /// member asks for that some node advertises, else CPU.
-fn dominant(snapshot: &Snapshot, members: &[Attempt]) -> String {
-    let mut asked: Vec<&str> =
-        members.iter().flat_map(|m| m.queued.pod.requests.requests.scalar.iter().map(|(n, _)| n.as_str())).collect();
-    asked.sort_unstable();
-    asked.dedup();
-    asked
-        .into_iter()
-        .find(|r| snapshot.nodes.iter().any(|n| n.allocatable.get(r) > 0))
-        .map_or_else(|| "cpu".to_string(), str::to_string)
-}
-
 /// An amount of a resource as people write it: CPU in cores or millicores.
 fn amount(resource: &str, v: i64) -> String {
     match resource {
@@ -224,7 +213,7 @@ impl Cycler {
         key: &str,
     ) -> Outcome {
         let snapshot = self.snapshot.clone();
-        let resource = dominant(&snapshot, members);
+        let resource = placement::dominant(&snapshot.nodes, members.iter().map(|m| &*m.queued.pod));
         let mut wanted: Vec<i64> = members.iter().map(|m| request(&m.queued.pod, &resource)).collect();
         wanted.sort_unstable();
         let needs: i64 = wanted.iter().take(need).sum();

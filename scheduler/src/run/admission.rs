@@ -260,14 +260,16 @@ impl Decider<'_> {
                 self.held.remove(&key);
                 ("Ready", message)
             }
-            // It would fit once running Jobs end: its quota is kept and it is decided again
-            // each round, so that it goes in as soon as room frees.
-            Err((why, true)) if self.held.entry(key.clone()).or_insert_with(Instant::now).elapsed() < HOLD_TIMEOUT => {
-                ("Pending", format!("waiting for room: {why}"))
-            }
-            Err((why, _)) => {
-                self.held.remove(&key);
-                ("Retry", why)
+            Err((why, later)) => {
+                // It would fit once running Jobs end: its quota is kept and it is decided
+                // again each round, so that it goes in as soon as room frees.
+                let since = later.then(|| *self.held.entry(key.clone()).or_insert_with(Instant::now));
+                if since.is_some_and(|t| t.elapsed() < HOLD_TIMEOUT) {
+                    ("Pending", format!("waiting for room: {why}"))
+                } else {
+                    self.held.remove(&key);
+                    ("Retry", why)
+                }
             }
         };
         // Said to wait already: not written again each round (its reason stays the first).

@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -337,27 +336,9 @@ async fn queues(client: &kube::Client, mode: Mode, gpus: u64) -> Result<()> {
     .await
 }
 
-/// Creates an object given as JSON (its kind's plural: the lowercased kind plus `s`),
-/// retrying while its kind is not served yet.
+/// Creates an object given as JSON, its kind served or about to be.
 async fn create(client: &kube::Client, object: Value) -> Result<()> {
-    let (group, version) = object["apiVersion"].as_str().unwrap_or_default().split_once('/').unwrap_or(("", "v1"));
-    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap_or_default());
-    let resource = ApiResource::from_gvk(&gvk);
-    let obj: DynamicObject = serde_json::from_value(object.clone())?;
-    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let t = Instant::now();
-    loop {
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 && t.elapsed() < Duration::from_secs(30) => {
-                tokio::time::sleep(Duration::from_millis(500)).await
-            }
-            Err(e) => return Err(e).with_context(|| format!("creating {}", object["metadata"]["name"])),
-        }
-    }
+    api::create_object(client, &object).await.with_context(|| format!("creating {}", object["metadata"]["name"]))
 }
 
 /// A Job's PodGroup (all its pods in one rack, for custom-scheduler) and the Job itself,
